@@ -1,0 +1,366 @@
+//! [`SignatureConfig`]: every parameter that turns a document into
+//! signatures, its validation, and its stable byte encoding (FORMAT.md,
+//! "Signature configuration"). An index stores the encoding at creation and
+//! refuses to open with another one, because a document's signatures are a
+//! pure function of its bytes and this configuration.
+
+use crate::error::{ConfigDecodeError, ConfigError};
+use crate::hash::DEFAULT_HASH_SEED;
+use crate::similarity::Similarity;
+use crate::sketch::LshParams;
+use crate::spotsigs::MAX_SPOT_SPECS;
+use crate::text::stopwords::{DEFAULT_ANTECEDENTS, DEFAULT_STOPWORDS};
+use crate::text::Tokens;
+
+/// How documents become signatures, and how signatures are compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureConfig {
+    /// The signature scheme.
+    pub scheme: Scheme,
+    /// The similarity measure of threshold queries.
+    pub similarity: Similarity,
+    /// The seed of every hash (signatures, fingerprints, sketches).
+    pub hash_seed: u64,
+    /// MinHash sketch size and LSH banding.
+    pub minhash: MinHashConfig,
+}
+
+/// A signature scheme.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Scheme {
+    /// Spot signatures (the paper's §3).
+    SpotSigs(SpotSigsConfig),
+    /// Word k-shingles.
+    WordShingles {
+        /// Words per shingle.
+        k: u32,
+    },
+    /// Character k-shingles of the normalised text.
+    CharShingles {
+        /// Characters per shingle.
+        k: u32,
+    },
+}
+
+/// The spot set `A = {a_j(d_j, c_j)}` and the stopwords skipped in chains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpotSigsConfig {
+    /// The `a(d, c)` specifications, applied together.
+    pub specs: Vec<SpotSpec>,
+    /// Words skipped inside chains (antecedents are skipped too).
+    pub stopwords: Vec<String>,
+}
+
+/// One spot signature specification: antecedents sharing a spot distance
+/// `d` and chain length `c`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpotSpec {
+    /// Lower-case antecedent words.
+    pub antecedents: Vec<String>,
+    /// Spot distance d ≥ 1.
+    pub distance: u32,
+    /// Chain length c ≥ 1.
+    pub chain: u32,
+}
+
+/// MinHash sketch size P and its LSH banding into b bands of r rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinHashConfig {
+    /// Sketch values per document, P = b · r.
+    pub permutations: u32,
+    /// Bands, b.
+    pub bands: u32,
+    /// Rows per band, r.
+    pub rows: u32,
+}
+
+/// Largest accepted spot distance, chain length and shingle size.
+pub const MAX_SPAN: u32 = 64;
+/// Largest accepted MinHash sketch.
+pub const MAX_PERMUTATIONS: u32 = 4096;
+
+impl MinHashConfig {
+    /// The banding that [`LshParams::optimal`] picks for `tau` with at most
+    /// `max_permutations` values and equal false-positive and
+    /// false-negative weights.
+    ///
+    /// # Errors
+    /// As [`LshParams::optimal`].
+    pub fn for_threshold(tau: f64, max_permutations: u32) -> Result<Self, ConfigError> {
+        let p = LshParams::optimal(tau, max_permutations, 0.5, 0.5)?;
+        Ok(MinHashConfig { permutations: p.permutations(), bands: p.bands, rows: p.rows })
+    }
+
+    /// The banding as [`LshParams`].
+    pub fn lsh(self) -> LshParams {
+        LshParams { bands: self.bands, rows: self.rows }
+    }
+}
+
+impl Default for MinHashConfig {
+    /// 9 bands of 13 rows (117 values): [`LshParams::optimal`] for τ = 0.8
+    /// with at most 128 values (a test keeps the two in step).
+    fn default() -> Self {
+        MinHashConfig { permutations: 117, bands: 9, rows: 13 }
+    }
+}
+
+impl Default for SpotSpec {
+    /// The paper's best antecedents (§5.3.2) with its best spot distance 2
+    /// and chain length 3.
+    fn default() -> Self {
+        SpotSpec { antecedents: DEFAULT_ANTECEDENTS.iter().map(|s| s.to_string()).collect(), distance: 2, chain: 3 }
+    }
+}
+
+impl Default for SpotSigsConfig {
+    fn default() -> Self {
+        SpotSigsConfig {
+            specs: vec![SpotSpec::default()],
+            stopwords: DEFAULT_STOPWORDS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+impl Default for SignatureConfig {
+    /// SpotSigs with the paper's best settings, multiset Jaccard, the
+    /// default seed, and the MinHash banding for τ = 0.8.
+    fn default() -> Self {
+        SignatureConfig {
+            scheme: Scheme::SpotSigs(SpotSigsConfig::default()),
+            similarity: Similarity::MultisetJaccard,
+            hash_seed: DEFAULT_HASH_SEED,
+            minhash: MinHashConfig::default(),
+        }
+    }
+}
+
+fn check_range(parameter: &'static str, value: u32, max: u32) -> Result<(), ConfigError> {
+    if value == 0 || value > max {
+        return Err(ConfigError::OutOfRange { parameter, value: u64::from(value), range: 1..=u64::from(max) });
+    }
+    Ok(())
+}
+
+/// Every entry must be exactly one token as the tokenizer produces it, and
+/// appear once.
+fn check_words(list: &'static str, words: &[String]) -> Result<(), ConfigError> {
+    let mut seen = std::collections::HashSet::new();
+    for word in words {
+        let tokens = Tokens::from_text(word);
+        if tokens.len() != 1 || tokens.get(0) != word {
+            return Err(ConfigError::InvalidWord { list, word: word.clone() });
+        }
+        if !seen.insert(word.as_str()) {
+            return Err(ConfigError::DuplicateWord { list, word: word.clone() });
+        }
+    }
+    Ok(())
+}
+
+impl SignatureConfig {
+    /// The default configuration with word k-shingles.
+    pub fn word_shingles(k: u32) -> Self {
+        SignatureConfig { scheme: Scheme::WordShingles { k }, ..Self::default() }
+    }
+
+    /// The default configuration with character k-shingles.
+    pub fn char_shingles(k: u32) -> Self {
+        SignatureConfig { scheme: Scheme::CharShingles { k }, ..Self::default() }
+    }
+
+    /// Checks every parameter.
+    ///
+    /// # Errors
+    /// The first problem found, as a [`ConfigError`] naming the parameter.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match &self.scheme {
+            Scheme::SpotSigs(spot) => {
+                if spot.specs.is_empty() {
+                    return Err(ConfigError::NoSpotSpecs);
+                }
+                if spot.specs.len() > MAX_SPOT_SPECS {
+                    return Err(ConfigError::TooManySpotSpecs { count: spot.specs.len(), max: MAX_SPOT_SPECS });
+                }
+                for (i, spec) in spot.specs.iter().enumerate() {
+                    if spec.antecedents.is_empty() {
+                        return Err(ConfigError::EmptyAntecedents { spec: i });
+                    }
+                    check_range("spot distance d", spec.distance, MAX_SPAN)?;
+                    check_range("chain length c", spec.chain, MAX_SPAN)?;
+                    check_words("antecedent", &spec.antecedents)?;
+                }
+                check_words("stopword", &spot.stopwords)?;
+            }
+            Scheme::WordShingles { k } => check_range("word shingle size k", *k, MAX_SPAN)?,
+            Scheme::CharShingles { k } => check_range("character shingle size k", *k, MAX_SPAN)?,
+        }
+        let m = self.minhash;
+        check_range("MinHash permutations P", m.permutations, MAX_PERMUTATIONS)?;
+        if m.bands == 0 || m.rows == 0 || u64::from(m.bands) * u64::from(m.rows) != u64::from(m.permutations) {
+            return Err(ConfigError::Banding { permutations: m.permutations, bands: m.bands, rows: m.rows });
+        }
+        Ok(())
+    }
+
+    /// The stable encoding (FORMAT.md, "Signature configuration").
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(&CONFIG_MAGIC);
+        out.extend_from_slice(&CONFIG_VERSION.to_le_bytes());
+        let (scheme_code, k) = match &self.scheme {
+            Scheme::SpotSigs(_) => (1u8, 0),
+            Scheme::WordShingles { k } => (2, *k),
+            Scheme::CharShingles { k } => (3, *k),
+        };
+        out.push(scheme_code);
+        out.push(self.similarity.code());
+        out.extend_from_slice(&self.hash_seed.to_le_bytes());
+        for v in [self.minhash.permutations, self.minhash.bands, self.minhash.rows] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        match &self.scheme {
+            Scheme::SpotSigs(spot) => {
+                put_u32(&mut out, spot.specs.len());
+                for spec in &spot.specs {
+                    out.extend_from_slice(&spec.distance.to_le_bytes());
+                    out.extend_from_slice(&spec.chain.to_le_bytes());
+                    put_words(&mut out, &spec.antecedents);
+                }
+                put_words(&mut out, &spot.stopwords);
+            }
+            _ => out.extend_from_slice(&k.to_le_bytes()),
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Reads an encoding back and validates it.
+    ///
+    /// # Errors
+    /// A [`ConfigDecodeError`] saying what is wrong and where.
+    pub fn decode(bytes: &[u8]) -> Result<Self, ConfigDecodeError> {
+        if bytes.len() < 4 {
+            return Err(ConfigDecodeError::Truncated { offset: bytes.len() });
+        }
+        let mut magic = [0u8; 4];
+        magic.copy_from_slice(&bytes[..4]);
+        if magic != CONFIG_MAGIC {
+            return Err(ConfigDecodeError::BadMagic { found: magic });
+        }
+        if bytes.len() < 6 {
+            return Err(ConfigDecodeError::Truncated { offset: bytes.len() });
+        }
+        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+        if version != CONFIG_VERSION {
+            return Err(ConfigDecodeError::Incompatible { found: version, supported: CONFIG_VERSION..=CONFIG_VERSION });
+        }
+        if bytes.len() < 10 {
+            return Err(ConfigDecodeError::Truncated { offset: bytes.len() });
+        }
+        let body_len = bytes.len() - 4;
+        let stored =
+            u32::from_le_bytes([bytes[body_len], bytes[body_len + 1], bytes[body_len + 2], bytes[body_len + 3]]);
+        let computed = crc32fast::hash(&bytes[..body_len]);
+        if stored != computed {
+            return Err(ConfigDecodeError::Checksum { stored, computed });
+        }
+        let mut r = Reader { bytes: &bytes[..body_len], at: 6 };
+        let scheme_code = r.u8()?;
+        let similarity_code = r.u8()?;
+        let similarity = Similarity::from_code(similarity_code)
+            .ok_or(ConfigDecodeError::UnknownCode { field: "similarity", code: similarity_code })?;
+        let hash_seed = r.u64()?;
+        let minhash = MinHashConfig { permutations: r.u32()?, bands: r.u32()?, rows: r.u32()? };
+        let scheme = match scheme_code {
+            1 => {
+                let count = r.u32()?;
+                let mut specs = Vec::new();
+                for _ in 0..count {
+                    let distance = r.u32()?;
+                    let chain = r.u32()?;
+                    specs.push(SpotSpec { antecedents: r.words()?, distance, chain });
+                }
+                Scheme::SpotSigs(SpotSigsConfig { specs, stopwords: r.words()? })
+            }
+            2 => Scheme::WordShingles { k: r.u32()? },
+            3 => Scheme::CharShingles { k: r.u32()? },
+            code => return Err(ConfigDecodeError::UnknownCode { field: "scheme", code }),
+        };
+        if r.at != body_len {
+            return Err(ConfigDecodeError::TrailingBytes { count: body_len - r.at });
+        }
+        let config = SignatureConfig { scheme, similarity, hash_seed, minhash };
+        config.validate().map_err(ConfigDecodeError::Invalid)?;
+        Ok(config)
+    }
+}
+
+/// The first four bytes of a configuration encoding.
+pub const CONFIG_MAGIC: [u8; 4] = *b"NDXC";
+/// The configuration encoding version this build writes and reads.
+pub const CONFIG_VERSION: u16 = 1;
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+}
+
+fn put_words(out: &mut Vec<u8>, words: &[String]) {
+    put_u32(out, words.len());
+    for w in words {
+        put_u32(out, w.len());
+        out.extend_from_slice(w.as_bytes());
+    }
+}
+
+/// A bounds-checked little-endian cursor.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], ConfigDecodeError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let end = end.ok_or(ConfigDecodeError::Truncated { offset: self.at })?;
+        let slice = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(slice)
+    }
+
+    fn u8(&mut self) -> Result<u8, ConfigDecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, ConfigDecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, ConfigDecodeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn words(&mut self) -> Result<Vec<String>, ConfigDecodeError> {
+        let count = self.u32()? as usize;
+        // Each word takes at least 4 bytes: a count beyond that is a lie, and
+        // must not drive an allocation.
+        if count > (self.bytes.len() - self.at) / 4 {
+            return Err(ConfigDecodeError::Truncated { offset: self.bytes.len() });
+        }
+        let mut words = Vec::with_capacity(count);
+        for _ in 0..count {
+            let len = self.u32()? as usize;
+            let offset = self.at;
+            let bytes = self.take(len)?;
+            let word = std::str::from_utf8(bytes).map_err(|_| ConfigDecodeError::InvalidUtf8 { offset })?;
+            words.push(word.to_owned());
+        }
+        Ok(words)
+    }
+}

@@ -1,0 +1,105 @@
+//! Word and character k-shingles (seed 000, seed 004: "k-shingling of a
+//! document transforms the document into a set containing all windows of k
+//! contiguous terms").
+//!
+//! A word shingle's text is its k tokens joined by single spaces; a
+//! character shingle is k consecutive characters (Unicode scalar values) of
+//! the normalised text (tokens joined by single spaces). Each is hashed with
+//! XXH3-64 under the configuration seed. Shingles are produced as a multiset
+//! in document order; the set view is the same shingles with repeats
+//! dropped ([`SignatureVector::to_set`](crate::SignatureVector::to_set), or
+//! set Jaccard, which ignores frequencies).
+//!
+//! A document with at least one token but fewer than k tokens (characters)
+//! has exactly one shingle, its whole text, so short documents still compare.
+
+use crate::hash::hash_bytes;
+use crate::text::Tokens;
+
+/// Calls `emit` with the text of every word k-shingle, in order.
+fn word_shingles_with(tokens: &Tokens, k: usize, scratch: &mut String, mut emit: impl FnMut(&str)) {
+    let n = tokens.len();
+    if n == 0 || k == 0 {
+        return;
+    }
+    let windows = if n < k { 1 } else { n - k + 1 };
+    for start in 0..windows {
+        scratch.clear();
+        for i in start..(start + k).min(n) {
+            if i > start {
+                scratch.push(' ');
+            }
+            scratch.push_str(tokens.get(i));
+        }
+        emit(scratch);
+    }
+}
+
+/// Calls `emit` with every character k-shingle of `normalized`, in order.
+fn char_shingles_with<'a>(normalized: &'a str, k: usize, mut emit: impl FnMut(&'a str)) {
+    if normalized.is_empty() || k == 0 {
+        return;
+    }
+    // Byte offsets of every character start, plus the end.
+    let bounds: Vec<usize> = normalized.char_indices().map(|(i, _)| i).chain([normalized.len()]).collect();
+    let chars = bounds.len() - 1;
+    if chars < k {
+        emit(normalized);
+        return;
+    }
+    for start in 0..=chars - k {
+        emit(&normalized[bounds[start]..bounds[start + k]]);
+    }
+}
+
+/// The word k-shingles of `tokens` as text, in document order (a multiset).
+///
+/// ```
+/// use neardex::{shingles::word_shingles, text::Tokens};
+/// let s = word_shingles(&Tokens::from_text("to be or not to be"), 4);
+/// assert_eq!(s, ["to be or not", "be or not to", "or not to be"]);
+/// ```
+pub fn word_shingles(tokens: &Tokens, k: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    word_shingles_with(tokens, k, &mut String::new(), |s| out.push(s.to_owned()));
+    out
+}
+
+/// The character k-shingles of `normalized` text, in order (a multiset).
+///
+/// ```
+/// assert_eq!(neardex::shingles::char_shingles("abcab", 2), ["ab", "bc", "ca", "ab"]);
+/// ```
+pub fn char_shingles(normalized: &str, k: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    char_shingles_with(normalized, k, |s| out.push(s.to_owned()));
+    out
+}
+
+/// Appends the hash of every word k-shingle to `out`.
+pub fn word_shingle_hashes(tokens: &Tokens, k: usize, seed: u64, scratch: &mut String, out: &mut Vec<u64>) {
+    word_shingles_with(tokens, k, scratch, |s| out.push(hash_bytes(s.as_bytes(), seed)));
+}
+
+/// Appends the hash of every character k-shingle of `normalized` to `out`.
+pub fn char_shingle_hashes(normalized: &str, k: usize, seed: u64, out: &mut Vec<u64>) {
+    char_shingles_with(normalized, k, |s| out.push(hash_bytes(s.as_bytes(), seed)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_documents_have_one_shingle() {
+        assert_eq!(word_shingles(&Tokens::from_text("just two"), 4), ["just two"]);
+        assert!(word_shingles(&Tokens::from_text("!!"), 4).is_empty());
+        assert_eq!(char_shingles("ab", 5), ["ab"]);
+        assert!(char_shingles("", 5).is_empty());
+    }
+
+    #[test]
+    fn char_shingles_count_characters_not_bytes() {
+        assert_eq!(char_shingles("été", 2), ["ét", "té"]);
+    }
+}

@@ -1,0 +1,177 @@
+//! [`Signer`]: a validated configuration compiled into the pipeline
+//! text → tokens → signatures → vector, fingerprint, MinHash, band keys.
+
+use crate::config::{Scheme, SignatureConfig};
+use crate::error::ConfigError;
+use crate::hash::{hash_bytes, Fingerprint};
+use crate::shingles::{char_shingle_hashes, char_shingles, word_shingle_hashes, word_shingles};
+use crate::sketch::{band_keys, MinHashSketch, MinHasher};
+use crate::spotsigs::{spec_seed, SpotExtractor};
+use crate::text::{decode_html, html_to_text_into, Tokens};
+use crate::vector::SignatureVector;
+
+/// Everything the index stores about a document's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentSignature {
+    /// The signature multiset.
+    pub vector: SignatureVector,
+    /// The exact-content fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The MinHash sketch of the signature set.
+    pub minhash: MinHashSketch,
+    /// The LSH band keys of the sketch (empty for a document without
+    /// signatures).
+    pub band_keys: Vec<u64>,
+}
+
+/// Reusable buffers for signing many documents on one thread.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    text: String,
+    tokens: Tokens,
+    classes: Vec<u64>,
+    hashes: Vec<u64>,
+    joined: String,
+    shingle: String,
+}
+
+/// One signature in readable form with its hash, for `explain` output and
+/// tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplainedSignature {
+    /// The signature's text (`a:rally:kick`, `my name is inigo`, `ab`).
+    pub text: String,
+    /// Its 64-bit hash.
+    pub hash: u64,
+}
+
+/// Turns documents into signatures under one [`SignatureConfig`].
+/// Immutable and `Sync`: share one across threads.
+#[derive(Debug, Clone)]
+pub struct Signer {
+    config: SignatureConfig,
+    extractor: Extractor,
+    minhasher: MinHasher,
+}
+
+#[derive(Debug, Clone)]
+enum Extractor {
+    Spot(SpotExtractor),
+    Words(usize),
+    Chars(usize),
+}
+
+impl Signer {
+    /// Validates and compiles `config`.
+    ///
+    /// # Errors
+    /// The [`ConfigError`] of [`SignatureConfig::validate`].
+    pub fn new(config: SignatureConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let extractor = match &config.scheme {
+            Scheme::SpotSigs(spot) => Extractor::Spot(SpotExtractor::new(spot, config.hash_seed)),
+            Scheme::WordShingles { k } => Extractor::Words(*k as usize),
+            Scheme::CharShingles { k } => Extractor::Chars(*k as usize),
+        };
+        let minhasher = MinHasher::new(config.minhash.permutations, config.hash_seed);
+        Ok(Signer { config, extractor, minhasher })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SignatureConfig {
+        &self.config
+    }
+
+    /// Signs plain text.
+    pub fn sign_text(&self, text: &str) -> DocumentSignature {
+        self.sign_text_with(text, &mut Scratch::default())
+    }
+
+    /// Signs an HTML document given as bytes (charset sniffed as in
+    /// [`decode_html`]).
+    pub fn sign_html(&self, html: &[u8]) -> DocumentSignature {
+        self.sign_html_with(html, &mut Scratch::default())
+    }
+
+    /// [`Self::sign_html`] with reusable buffers.
+    pub fn sign_html_with(&self, html: &[u8], scratch: &mut Scratch) -> DocumentSignature {
+        let mut text = std::mem::take(&mut scratch.text);
+        text.clear();
+        html_to_text_into(&decode_html(html, None), &mut text);
+        let signature = self.sign_text_with(&text, scratch);
+        scratch.text = text;
+        signature
+    }
+
+    /// [`Self::sign_text`] with reusable buffers.
+    pub fn sign_text_with(&self, text: &str, scratch: &mut Scratch) -> DocumentSignature {
+        scratch.tokens.tokenize(text);
+        join_into(&scratch.tokens, &mut scratch.joined);
+        let fingerprint = Fingerprint::of_normalized(&scratch.joined, self.config.hash_seed);
+        scratch.hashes.clear();
+        self.hashes_of_tokens(scratch);
+        let vector = SignatureVector::from_hashes(std::mem::take(&mut scratch.hashes));
+        let minhash = self.minhasher.sketch(vector.hashes());
+        let band_keys = band_keys(&minhash, self.config.minhash.lsh(), self.config.hash_seed);
+        DocumentSignature { vector, fingerprint, minhash, band_keys }
+    }
+
+    /// The signature hashes of plain text in document order (a multiset),
+    /// appended to `out`: the signature step alone, without sketches.
+    pub fn signature_hashes(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<u64>) {
+        scratch.tokens.tokenize(text);
+        if matches!(self.extractor, Extractor::Chars(_)) {
+            join_into(&scratch.tokens, &mut scratch.joined);
+        }
+        std::mem::swap(&mut scratch.hashes, out);
+        self.hashes_of_tokens(scratch);
+        std::mem::swap(&mut scratch.hashes, out);
+    }
+
+    /// Appends the signature hashes of `scratch.tokens` (and, for character
+    /// shingles, `scratch.joined`) to `scratch.hashes`.
+    fn hashes_of_tokens(&self, scratch: &mut Scratch) {
+        let seed = self.config.hash_seed;
+        match &self.extractor {
+            Extractor::Spot(spot) => spot.extract_hashes(&scratch.tokens, &mut scratch.classes, &mut scratch.hashes),
+            Extractor::Words(k) => {
+                word_shingle_hashes(&scratch.tokens, *k, seed, &mut scratch.shingle, &mut scratch.hashes)
+            }
+            Extractor::Chars(k) => char_shingle_hashes(&scratch.joined, *k, seed, &mut scratch.hashes),
+        }
+    }
+
+    /// Every signature of plain text in readable form with its hash, in
+    /// document order.
+    pub fn explain(&self, text: &str) -> Vec<ExplainedSignature> {
+        let tokens = Tokens::from_text(text);
+        let seed = self.config.hash_seed;
+        let plain = |texts: Vec<String>| {
+            texts.into_iter().map(|text| ExplainedSignature { hash: hash_bytes(text.as_bytes(), seed), text }).collect()
+        };
+        match (&self.extractor, &self.config.scheme) {
+            (Extractor::Spot(spot), Scheme::SpotSigs(cfg)) => spot
+                .extract(&tokens)
+                .into_iter()
+                .map(|s| {
+                    let text = s.to_string();
+                    let hash = hash_bytes(text.as_bytes(), spec_seed(seed, &cfg.specs[s.spec]));
+                    ExplainedSignature { text, hash }
+                })
+                .collect(),
+            (Extractor::Words(k), _) => plain(word_shingles(&tokens, *k)),
+            (Extractor::Chars(k), _) => plain(char_shingles(&tokens.joined(), *k)),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn join_into(tokens: &Tokens, out: &mut String) {
+    out.clear();
+    for (i, token) in tokens.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(token);
+    }
+}

@@ -1,0 +1,122 @@
+//! Bytes to Unicode text for HTML documents.
+//!
+//! The order follows the HTML encoding-sniffing algorithm in a reduced form:
+//! a byte-order mark wins; then valid UTF-8 is taken as it is (the common
+//! case, borrowed, no copy); then a `charset` named in the first 1,024 bytes
+//! (`<meta charset=...>` or `content="...; charset=..."`); then windows-1252,
+//! the web's legacy default. Decoding never fails: bytes that are invalid in
+//! the chosen encoding become U+FFFD, which the tokenizer treats as a word
+//! separator.
+
+use std::borrow::Cow;
+
+use encoding_rs::{Encoding, UTF_8, WINDOWS_1252};
+
+/// How many leading bytes are searched for a `charset` declaration.
+const PRESCAN_BYTES: usize = 1024;
+
+/// Decodes document bytes to text, choosing the encoding as described in the
+/// module documentation. `declared` is an encoding known from outside the
+/// document (an HTTP `Content-Type` header, say); it is used when the bytes
+/// carry no byte-order mark.
+pub fn decode_html<'a>(bytes: &'a [u8], declared: Option<&'static Encoding>) -> Cow<'a, str> {
+    if let Some((encoding, bom_len)) = Encoding::for_bom(bytes) {
+        let (text, _) = encoding.decode_without_bom_handling(&bytes[bom_len..]);
+        return text;
+    }
+    if let Some(encoding) = declared {
+        return decode_as(bytes, encoding);
+    }
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(text);
+    }
+    let encoding = sniff_meta_charset(bytes).unwrap_or(WINDOWS_1252);
+    decode_as(bytes, encoding)
+}
+
+fn decode_as<'a>(bytes: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
+    // A page that declares UTF-16 in a meta tag cannot really be UTF-16 (the
+    // declaration itself was readable as ASCII): HTML says to use UTF-8.
+    let encoding = encoding.output_encoding();
+    if encoding == UTF_8 {
+        return String::from_utf8_lossy(bytes);
+    }
+    let (text, _) = encoding.decode_without_bom_handling(bytes);
+    text
+}
+
+/// Finds `charset=LABEL` in the first [`PRESCAN_BYTES`] bytes and resolves the
+/// label with the WHATWG label table.
+pub fn sniff_meta_charset(bytes: &[u8]) -> Option<&'static Encoding> {
+    let head = &bytes[..bytes.len().min(PRESCAN_BYTES)];
+    let needle = b"charset";
+    let mut from = 0;
+    while let Some(found) = find_ascii_ci(&head[from..], needle) {
+        let mut at = from + found + needle.len();
+        from = at;
+        while at < head.len() && head[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        if at >= head.len() || head[at] != b'=' {
+            continue;
+        }
+        at += 1;
+        while at < head.len() && (head[at].is_ascii_whitespace() || head[at] == b'"' || head[at] == b'\'') {
+            at += 1;
+        }
+        let start = at;
+        while at < head.len() && (head[at].is_ascii_alphanumeric() || b"-_.:".contains(&head[at])) {
+            at += 1;
+        }
+        if let Some(encoding) = Encoding::for_label(&head[start..at]) {
+            return Some(encoding);
+        }
+    }
+    None
+}
+
+fn find_ascii_ci(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return None;
+    }
+    (0..=haystack.len() - needle.len()).find(|&i| haystack[i..i + needle.len()].eq_ignore_ascii_case(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_is_borrowed() {
+        let text = decode_html("héllo".as_bytes(), None);
+        assert!(matches!(text, Cow::Borrowed("héllo")));
+    }
+
+    #[test]
+    fn meta_charset_is_honoured() {
+        let mut page = b"<html><head><meta charset=\"iso-8859-2\"></head><body>".to_vec();
+        page.push(0xB1); // 'ą' in ISO-8859-2, 'ą' is not in windows-1252 at 0xB1
+        assert_eq!(sniff_meta_charset(&page), Some(encoding_rs::ISO_8859_2));
+        assert!(decode_html(&page, None).ends_with('ą'));
+    }
+
+    #[test]
+    fn http_equiv_content_type_is_honoured() {
+        let page = b"<meta http-equiv=\"Content-Type\" content=\"text/html; charset=KOI8-R\">\xC1";
+        assert_eq!(decode_html(page, None).chars().last(), Some('а'));
+    }
+
+    #[test]
+    fn invalid_utf8_without_declaration_falls_back_to_windows_1252() {
+        assert_eq!(decode_html(b"caf\xE9 \x93quoted\x94", None), "café \u{201C}quoted\u{201D}");
+    }
+
+    #[test]
+    fn bom_wins_over_everything() {
+        let mut bytes = vec![0xFF, 0xFE];
+        for unit in "hé".encode_utf16() {
+            bytes.extend_from_slice(&unit.to_le_bytes());
+        }
+        assert_eq!(decode_html(&bytes, Some(WINDOWS_1252)), "hé");
+    }
+}

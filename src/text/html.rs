@@ -1,0 +1,562 @@
+//! HTML to visible text, in one forward pass with no DOM.
+//!
+//! What is dropped: markup, comments, doctype and processing instructions,
+//! and the content of elements a reader does not see (`script`, `style`,
+//! `noscript`, `template`, `svg`, `iframe`, `noembed`, `noframes`, `xmp`,
+//! `object`). Character references are decoded (the full HTML5 named table,
+//! the legacy names without `;`, decimal and hexadecimal forms with the HTML5
+//! replacements for the C1 range and invalid code points). Block-level
+//! elements separate words with a line break; inline elements do not, so
+//! `in<b>line</b>` stays one word as a browser renders it. Runs of white
+//! space collapse to one space (or one line break at a block boundary).
+//!
+//! The scanner works on `&str` and only ever slices at ASCII bytes, so every
+//! slice is valid UTF-8; it never indexes past the end (all look-ups are
+//! `get` or bounded by a length check), so no input can make it panic. The
+//! fuzz target `html_text` exercises that claim.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use memchr::{memchr, memchr2, memchr3, memmem};
+
+/// Extracts the visible text of an HTML document.
+///
+/// ```
+/// let text = neardex::text::html_to_text("<p>Caf&eacute; <b>au</b> lait<script>x()</script></p><p>next</p>");
+/// assert_eq!(text, "Café au lait\nnext");
+/// ```
+pub fn html_to_text(html: &str) -> String {
+    let mut out = String::with_capacity(html.len() / 3);
+    html_to_text_into(html, &mut out);
+    out
+}
+
+/// Like [`html_to_text`], appending to `out` so that a caller can reuse one
+/// buffer across documents.
+pub fn html_to_text_into(html: &str, out: &mut String) {
+    let mut writer = TextWriter::new(out);
+    let bytes = html.as_bytes();
+    let len = bytes.len();
+    // `text_start..pos` is pending literal text not yet written.
+    let mut text_start = 0;
+    let mut pos = 0;
+    while pos < len {
+        let Some(offset) = memchr2(b'<', b'&', &bytes[pos..]) else {
+            break;
+        };
+        let at = pos + offset;
+        if bytes[at] == b'&' {
+            writer.text(&html[text_start..at]);
+            match decode_char_ref(&bytes[at..]) {
+                Some((consumed, value)) => {
+                    writer.char_ref(value);
+                    pos = at + consumed;
+                }
+                None => {
+                    writer.text("&");
+                    pos = at + 1;
+                }
+            }
+            text_start = pos;
+            continue;
+        }
+        let Some(markup) = parse_markup(bytes, at) else {
+            // A '<' that starts no markup is text.
+            pos = at + 1;
+            continue;
+        };
+        writer.text(&html[text_start..at]);
+        pos = markup.end;
+        if let Some(tag) = markup.tag {
+            let name = TagName::new(&bytes[tag.name.0..tag.name.1]);
+            if !tag.is_end {
+                if name.is_raw_text() {
+                    pos = skip_raw_text(bytes, pos, name.as_bytes());
+                } else if name.is_nested_skip() {
+                    pos = skip_nested(bytes, pos, name.as_bytes());
+                }
+            }
+            if name.is_block() {
+                writer.block();
+            }
+        }
+        text_start = pos;
+    }
+    if text_start < len {
+        writer.text(&html[text_start..]);
+    }
+}
+
+/// Appends text with white space collapsed.
+struct TextWriter<'a> {
+    out: &'a mut String,
+    pending: Separator,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Separator {
+    None,
+    Space,
+    Break,
+}
+
+impl<'a> TextWriter<'a> {
+    fn new(out: &'a mut String) -> Self {
+        // Text appended after earlier content is separated from it.
+        let pending = if out.is_empty() { Separator::None } else { Separator::Break };
+        TextWriter { out, pending }
+    }
+
+    fn separate(&mut self, separator: Separator) {
+        self.pending = self.pending.max(separator);
+    }
+
+    fn flush(&mut self) {
+        if !self.out.is_empty() {
+            match self.pending {
+                Separator::None => {}
+                Separator::Space => self.out.push(' '),
+                Separator::Break => self.out.push('\n'),
+            }
+        }
+        self.pending = Separator::None;
+    }
+
+    fn text(&mut self, chunk: &str) {
+        let bytes = chunk.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if is_html_space(bytes[i]) {
+                self.separate(Separator::Space);
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && !is_html_space(bytes[i]) {
+                i += 1;
+            }
+            self.flush();
+            self.out.push_str(&chunk[start..i]);
+        }
+    }
+
+    fn char_ref(&mut self, value: CharRef) {
+        match value {
+            CharRef::Char(c) if c.is_whitespace() => self.separate(Separator::Space),
+            CharRef::Char(c) => {
+                self.flush();
+                self.out.push(c);
+            }
+            CharRef::Str(s) => self.text(s),
+        }
+    }
+
+    fn block(&mut self) {
+        self.separate(Separator::Break);
+    }
+}
+
+fn is_html_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0c')
+}
+
+struct Markup {
+    /// Offset just past the markup.
+    end: usize,
+    /// Set for start and end tags; `None` for comments and the like.
+    tag: Option<Tag>,
+}
+
+struct Tag {
+    is_end: bool,
+    name: (usize, usize),
+}
+
+/// Parses the markup that starts with the `<` at `at`, or returns `None`
+/// when that `<` is plain text (`a < b`).
+fn parse_markup(bytes: &[u8], at: usize) -> Option<Markup> {
+    let len = bytes.len();
+    let after = at + 1;
+    match bytes.get(after) {
+        Some(b'!') => {
+            if bytes[after..].starts_with(b"!--") {
+                let body = after + 3;
+                let rest = &bytes[body..];
+                let end = if rest.starts_with(b">") {
+                    body + 1
+                } else if rest.starts_with(b"->") {
+                    body + 2
+                } else {
+                    memmem::find(rest, b"-->").map_or(len, |i| body + i + 3)
+                };
+                Some(Markup { end, tag: None })
+            } else {
+                Some(Markup { end: bogus_comment_end(bytes, after), tag: None })
+            }
+        }
+        Some(b'?') => Some(Markup { end: bogus_comment_end(bytes, after), tag: None }),
+        Some(b'/') => match bytes.get(after + 1) {
+            Some(b) if b.is_ascii_alphabetic() => {
+                let name_start = after + 1;
+                let name_end = tag_name_end(bytes, name_start);
+                let end = memchr(b'>', &bytes[name_end..]).map_or(len, |i| name_end + i + 1);
+                Some(Markup { end, tag: Some(Tag { is_end: true, name: (name_start, name_end) }) })
+            }
+            Some(b'>') => Some(Markup { end: after + 2, tag: None }),
+            Some(_) => Some(Markup { end: bogus_comment_end(bytes, after), tag: None }),
+            None => None,
+        },
+        Some(b) if b.is_ascii_alphabetic() => {
+            let name_end = tag_name_end(bytes, after);
+            let end = start_tag_end(bytes, name_end);
+            Some(Markup { end, tag: Some(Tag { is_end: false, name: (after, name_end) }) })
+        }
+        _ => None,
+    }
+}
+
+fn bogus_comment_end(bytes: &[u8], from: usize) -> usize {
+    memchr(b'>', &bytes[from..]).map_or(bytes.len(), |i| from + i + 1)
+}
+
+fn tag_name_end(bytes: &[u8], start: usize) -> usize {
+    let mut i = start;
+    while i < bytes.len() && !is_html_space(bytes[i]) && bytes[i] != b'/' && bytes[i] != b'>' {
+        i += 1;
+    }
+    i
+}
+
+/// Finds the `>` that closes a start tag, stepping over quoted attribute
+/// values (a quote counts as opening a value only right after `=`).
+fn start_tag_end(bytes: &[u8], from: usize) -> usize {
+    let len = bytes.len();
+    let mut i = from;
+    while i < len {
+        let Some(offset) = memchr3(b'>', b'"', b'\'', &bytes[i..]) else {
+            return len;
+        };
+        let at = i + offset;
+        let quote = bytes[at];
+        if quote == b'>' {
+            return at + 1;
+        }
+        let mut before = at;
+        while before > from && is_html_space(bytes[before - 1]) {
+            before -= 1;
+        }
+        if before > from && bytes[before - 1] == b'=' {
+            match memchr(quote, &bytes[at + 1..]) {
+                Some(close) => i = at + 1 + close + 1,
+                None => return len,
+            }
+        } else {
+            i = at + 1;
+        }
+    }
+    len
+}
+
+/// Skips the content of a raw-text element up to and including its end tag.
+fn skip_raw_text(bytes: &[u8], from: usize, name: &[u8]) -> usize {
+    let len = bytes.len();
+    let mut i = from;
+    while let Some(offset) = memchr(b'<', &bytes[i..]) {
+        let at = i + offset;
+        let name_start = at + 2;
+        let name_end = name_start + name.len();
+        if bytes.get(at + 1) == Some(&b'/')
+            && bytes.get(name_start..name_end).is_some_and(|n| n.eq_ignore_ascii_case(name))
+            && bytes.get(name_end).is_none_or(|&b| is_html_space(b) || b == b'>' || b == b'/')
+        {
+            return memchr(b'>', &bytes[name_end..]).map_or(len, |j| name_end + j + 1);
+        }
+        i = at + 1;
+    }
+    len
+}
+
+/// Skips an element whose content is markup (`template`, `svg`) up to its
+/// matching end tag, counting nested elements of the same name.
+fn skip_nested(bytes: &[u8], from: usize, name: &[u8]) -> usize {
+    let len = bytes.len();
+    let mut depth = 1usize;
+    let mut i = from;
+    while let Some(offset) = memchr(b'<', &bytes[i..]) {
+        let at = i + offset;
+        let Some(markup) = parse_markup(bytes, at) else {
+            i = at + 1;
+            continue;
+        };
+        i = markup.end.max(at + 1);
+        if let Some(tag) = markup.tag {
+            let self_closing = !tag.is_end && i >= 2 && bytes.get(i - 2) == Some(&b'/');
+            if bytes[tag.name.0..tag.name.1].eq_ignore_ascii_case(name) && !self_closing {
+                if tag.is_end {
+                    depth -= 1;
+                    if depth == 0 {
+                        return i;
+                    }
+                } else {
+                    depth += 1;
+                }
+            }
+        }
+    }
+    len
+}
+
+/// A tag name, lower-cased into a fixed buffer. Names longer than the buffer
+/// are never ones this module acts on.
+struct TagName {
+    buf: [u8; 12],
+    len: usize,
+}
+
+impl TagName {
+    fn new(raw: &[u8]) -> Self {
+        let mut buf = [0u8; 12];
+        if raw.len() > buf.len() {
+            return TagName { buf, len: 0 };
+        }
+        for (slot, b) in buf.iter_mut().zip(raw) {
+            *slot = b.to_ascii_lowercase();
+        }
+        TagName { buf, len: raw.len() }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    fn is_raw_text(&self) -> bool {
+        matches!(self.as_bytes(), b"script" | b"style" | b"noscript" | b"iframe" | b"noembed" | b"noframes" | b"xmp")
+    }
+
+    fn is_nested_skip(&self) -> bool {
+        matches!(self.as_bytes(), b"template" | b"svg" | b"object")
+    }
+
+    fn is_block(&self) -> bool {
+        matches!(
+            self.as_bytes(),
+            b"address"
+                | b"article"
+                | b"aside"
+                | b"blockquote"
+                | b"body"
+                | b"br"
+                | b"caption"
+                | b"center"
+                | b"dd"
+                | b"details"
+                | b"dialog"
+                | b"dir"
+                | b"div"
+                | b"dl"
+                | b"dt"
+                | b"fieldset"
+                | b"figcaption"
+                | b"figure"
+                | b"footer"
+                | b"form"
+                | b"frameset"
+                | b"h1"
+                | b"h2"
+                | b"h3"
+                | b"h4"
+                | b"h5"
+                | b"h6"
+                | b"head"
+                | b"header"
+                | b"hgroup"
+                | b"hr"
+                | b"html"
+                | b"input"
+                | b"legend"
+                | b"li"
+                | b"main"
+                | b"menu"
+                | b"nav"
+                | b"ol"
+                | b"optgroup"
+                | b"option"
+                | b"p"
+                | b"pre"
+                | b"section"
+                | b"select"
+                | b"summary"
+                | b"table"
+                | b"tbody"
+                | b"td"
+                | b"textarea"
+                | b"tfoot"
+                | b"th"
+                | b"thead"
+                | b"title"
+                | b"tr"
+                | b"ul"
+        )
+    }
+}
+
+/// The value of a character reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CharRef {
+    Char(char),
+    Str(&'static str),
+}
+
+/// Longest name in the HTML5 table (`CounterClockwiseContourIntegral`).
+const MAX_ENTITY_NAME: usize = 32;
+/// Longest legacy name that may appear without `;` (`middot`, `frac12`...).
+const MAX_LEGACY_NAME: usize = 6;
+
+/// Entity names (without `&`, with `;` where the table has it) to their text.
+/// Legacy names appear twice in the HTML5 table, with and without `;`.
+static NAMED: LazyLock<HashMap<&'static [u8], &'static str>> = LazyLock::new(|| {
+    entities::ENTITIES
+        .iter()
+        .filter_map(|e| e.entity.as_bytes().strip_prefix(b"&").map(|name| (name, e.characters)))
+        .collect()
+});
+
+/// Decodes the character reference at the start of `bytes` (which begins with
+/// `&`); returns the bytes consumed and the value, or `None` when the `&` is
+/// literal text.
+fn decode_char_ref(bytes: &[u8]) -> Option<(usize, CharRef)> {
+    if bytes.get(1) == Some(&b'#') {
+        return decode_numeric_ref(bytes);
+    }
+    let name_len = bytes[1..].iter().take(MAX_ENTITY_NAME + 1).take_while(|b| b.is_ascii_alphanumeric()).count();
+    if name_len == 0 {
+        return None;
+    }
+    if bytes.get(1 + name_len) == Some(&b';') {
+        if let Some(&text) = NAMED.get(&bytes[1..2 + name_len]) {
+            return Some((name_len + 2, char_ref_of(text)));
+        }
+    }
+    // Legacy references may omit the ';' and may run into following letters
+    // ("&copy2024", "&ampx"): take the longest legacy name that is a prefix.
+    for n in (2..=name_len.min(MAX_LEGACY_NAME)).rev() {
+        if let Some(&text) = NAMED.get(&bytes[1..1 + n]) {
+            return Some((n + 1, char_ref_of(text)));
+        }
+    }
+    None
+}
+
+fn char_ref_of(text: &'static str) -> CharRef {
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) => CharRef::Char(c),
+        _ => CharRef::Str(text),
+    }
+}
+
+/// `&#123;` and `&#x7B;`, with or without the closing `;`.
+fn decode_numeric_ref(bytes: &[u8]) -> Option<(usize, CharRef)> {
+    let (radix, digits_start) = match bytes.get(2) {
+        Some(b'x' | b'X') => (16, 3),
+        _ => (10, 2),
+    };
+    let mut value: u32 = 0;
+    let mut i = digits_start;
+    while let Some(digit) = bytes.get(i).and_then(|&b| (b as char).to_digit(radix)) {
+        // Saturate above the Unicode range; the value only needs to be known
+        // to be invalid.
+        value = value.saturating_mul(radix).saturating_add(digit).min(0x11_0000);
+        i += 1;
+    }
+    if i == digits_start {
+        return None;
+    }
+    if bytes.get(i) == Some(&b';') {
+        i += 1;
+    }
+    Some((i, CharRef::Char(numeric_ref_char(value))))
+}
+
+/// The HTML5 numeric character reference rules: NUL, surrogates and values
+/// past U+10FFFF become U+FFFD; 0x80..=0x9F are read as windows-1252.
+fn numeric_ref_char(value: u32) -> char {
+    const C1: [u32; 32] = [
+        0x20AC, 0x81, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x8D,
+        0x017D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A,
+        0x0153, 0x9D, 0x017E, 0x0178,
+    ];
+    let value = match value {
+        0x80..=0x9F => C1[(value - 0x80) as usize],
+        other => other,
+    };
+    if value == 0 {
+        return char::REPLACEMENT_CHARACTER;
+    }
+    char::from_u32(value).unwrap_or(char::REPLACEMENT_CHARACTER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_markup_scripts_styles_and_comments() {
+        let html = "<html><head><title>T</title><style>p{color:red}</style>\
+                    <script type=\"text/javascript\">var x = '</p>'; if (a<b) {}</script></head>\
+                    <body><!-- a comment <p>hidden</p> --><p class=\"x>y\">Hello <i>wor</i>ld</p></body></html>";
+        assert_eq!(html_to_text(html), "T\nHello world");
+    }
+
+    #[test]
+    fn blocks_separate_words_inline_elements_do_not() {
+        assert_eq!(html_to_text("<div>one</div><div>two</div>"), "one\ntwo");
+        assert_eq!(html_to_text("<td>a</td><td>b</td>"), "a\nb");
+        assert_eq!(html_to_text("line<br>break"), "line\nbreak");
+        assert_eq!(html_to_text("in<b>li</b><span>ne</span>"), "inline");
+    }
+
+    #[test]
+    fn decodes_character_references() {
+        assert_eq!(html_to_text("a &amp; b &lt;c&gt; &quot;d&quot;"), "a & b <c> \"d\"");
+        assert_eq!(html_to_text("&eacute;t&#233; &#xE9;t&#XE9"), "été été");
+        assert_eq!(html_to_text("&copy2024 &notit; &ampx"), "©2024 ¬it; &x");
+        assert_eq!(html_to_text("&#150; &#0; &#xD800; &#99999999999;"), "\u{2013} \u{FFFD} \u{FFFD} \u{FFFD}");
+        assert_eq!(html_to_text("&nosuchentity; & &# &#x;"), "&nosuchentity; & &# &#x;");
+        assert_eq!(html_to_text("a&nbsp;b"), "a b");
+        assert_eq!(html_to_text("&NotEqualTilde;"), "\u{2242}\u{338}");
+    }
+
+    #[test]
+    fn skips_nested_and_raw_elements() {
+        assert_eq!(html_to_text("a<svg><svg><text>x</text></svg><text>y</text></svg>b"), "ab");
+        assert_eq!(html_to_text("a<template><p>x</p></template>b"), "ab");
+        assert_eq!(html_to_text("a<noscript><img src=x></noscript>b"), "ab");
+        assert_eq!(html_to_text("a<SCRIPT>x</scriptx></SCRIPT >b"), "ab");
+    }
+
+    #[test]
+    fn literal_angle_brackets_and_odd_markup() {
+        assert_eq!(html_to_text("1 < 2 and 3 > 2"), "1 < 2 and 3 > 2");
+        assert_eq!(html_to_text("a<!DOCTYPE html>b<?xml x?>c</>d<!-->e<!--->f"), "abcdef");
+        assert_eq!(html_to_text("a</ b>c"), "ac");
+        assert_eq!(html_to_text("<p a='1' b=\"2\" c=3 d>x</p>"), "x");
+    }
+
+    #[test]
+    fn unterminated_constructs_consume_the_rest() {
+        assert_eq!(html_to_text("a<!-- never closed"), "a");
+        assert_eq!(html_to_text("a<script>never closed"), "a");
+        assert_eq!(html_to_text("a<p title=\"never closed>b"), "a");
+        assert_eq!(html_to_text("a<"), "a<");
+        assert_eq!(html_to_text("a&"), "a&");
+        assert_eq!(html_to_text("a</"), "a</");
+    }
+
+    #[test]
+    fn plain_text_passes_through_with_whitespace_collapsed() {
+        assert_eq!(html_to_text("  Just   some\n\ttext.  "), "Just some text.");
+        assert_eq!(html_to_text("Grüße, 東京"), "Grüße, 東京");
+    }
+}
