@@ -106,7 +106,7 @@ impl Signer {
     /// [`Self::sign_text`] with reusable buffers.
     pub fn sign_text_with(&self, text: &str, scratch: &mut Scratch) -> DocumentSignature {
         scratch.tokens.tokenize(text);
-        join_into(&scratch.tokens, &mut scratch.joined);
+        scratch.tokens.join_into(&mut scratch.joined);
         let fingerprint = Fingerprint::of_normalized(&scratch.joined, self.config.hash_seed);
         scratch.hashes.clear();
         self.hashes_of_tokens(scratch);
@@ -121,7 +121,7 @@ impl Signer {
     pub fn signature_hashes(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<u64>) {
         scratch.tokens.tokenize(text);
         if matches!(self.extractor, Extractor::Chars(_)) {
-            join_into(&scratch.tokens, &mut scratch.joined);
+            scratch.tokens.join_into(&mut scratch.joined);
         }
         std::mem::swap(&mut scratch.hashes, out);
         self.hashes_of_tokens(scratch);
@@ -163,15 +163,5 @@ impl Signer {
             (Extractor::Chars(k), _) => plain(char_shingles(&tokens.joined(), *k)),
             _ => Vec::new(),
         }
-    }
-}
-
-fn join_into(tokens: &Tokens, out: &mut String) {
-    out.clear();
-    for (i, token) in tokens.iter().enumerate() {
-        if i > 0 {
-            out.push(' ');
-        }
-        out.push_str(token);
     }
 }

@@ -76,22 +76,17 @@ impl SpotExtractor {
     /// Compiles a configuration that has passed validation (at most
     /// [`MAX_SPOT_SPECS`] specifications).
     pub(crate) fn new(config: &SpotSigsConfig, seed: u64) -> Self {
-        let mut words = WordTable::default();
-        for word in &config.stopwords {
-            words.insert(word, SKIP_BIT);
-        }
+        let mut entries: Vec<(&str, u64)> = config.stopwords.iter().map(|w| (w.as_str(), SKIP_BIT)).collect();
         let mut specs = Vec::with_capacity(config.specs.len());
         for (i, spec) in config.specs.iter().enumerate().take(MAX_SPOT_SPECS) {
-            for antecedent in &spec.antecedents {
-                words.insert(antecedent, SKIP_BIT | (1 << i));
-            }
+            entries.extend(spec.antecedents.iter().map(|a| (a.as_str(), SKIP_BIT | (1 << i))));
             specs.push(CompiledSpec {
                 distance: spec.distance as usize,
                 chain: spec.chain as usize,
                 seed: spec_seed(seed, spec),
             });
         }
-        SpotExtractor { words, specs }
+        SpotExtractor { words: WordTable::build(&entries), specs }
     }
 
     /// Appends the hash of every spot signature of `tokens` to `out`, in
@@ -126,7 +121,10 @@ impl SpotExtractor {
     /// signature. `classes` is scratch space reused across calls.
     fn walk(&self, tokens: &Tokens, classes: &mut Vec<u64>, mut emit: impl FnMut(usize, usize, &[usize])) {
         classes.clear();
-        classes.extend(tokens.iter().map(|t| self.words.get(t)));
+        classes.extend((0..tokens.len()).map(|i| match tokens.packed(i) {
+            Some(key) => self.words.get_packed(key),
+            None => self.words.get(tokens.get(i)),
+        }));
         let n = classes.len();
         let mut chain = Vec::with_capacity(8);
         for (position, &class) in classes.iter().enumerate() {
@@ -155,69 +153,132 @@ impl SpotExtractor {
     }
 }
 
-/// An open-addressing table from word to class bits, keyed by XXH3-64 of
-/// the word. Looking a token up costs one short hash and usually one probe.
+/// Word to class bits. Words of at most 16 bytes (every default stopword
+/// and antecedent) are packed into a `u128` (tokens never contain NUL, so
+/// zero padding is unambiguous) and stored in buckets of four; the hash
+/// multiplier is chosen at build time so that no bucket overflows, and a
+/// look-up compares all four keys of one bucket without branching. Longer
+/// words live in a short list that only tokens longer than 16 bytes consult.
 #[derive(Debug, Clone)]
 struct WordTable {
-    slots: Vec<Option<(u64, Box<str>, u64)>>,
-    len: usize,
+    keys: Vec<[u128; 4]>,
+    classes: Vec<[u64; 4]>,
+    multiplier: u64,
+    shift: u32,
+    long: Vec<(Box<str>, u64)>,
 }
 
 impl Default for WordTable {
     fn default() -> Self {
-        WordTable { slots: vec![None; 16], len: 0 }
+        WordTable { keys: vec![[0; 4]; 1], classes: vec![[0; 4]; 1], multiplier: 1, shift: 64, long: Vec::new() }
+    }
+}
+
+/// The packed form of a word of 1 to 16 bytes: its bytes as a little-endian
+/// `u128`, zero-padded. Built from fixed-width loads (overlapping when the
+/// word is not a multiple of their width) rather than a variable-length copy,
+/// which would cost a `memcpy` call per token.
+#[inline]
+fn pack(word: &[u8]) -> Option<u128> {
+    let n = word.len();
+    let le64 = |b: &[u8]| b.try_into().map_or(0, u64::from_le_bytes);
+    let le32 = |b: &[u8]| b.try_into().map_or(0, u32::from_le_bytes);
+    match n {
+        0 => None,
+        1..=3 => Some(word.iter().rev().fold(0u128, |acc, &b| acc << 8 | u128::from(b))),
+        4..=8 => {
+            let low = u64::from(le32(&word[..4]));
+            let high = u64::from(le32(&word[n - 4..])) >> (8 * (8 - n));
+            Some(u128::from(low | high << 32))
+        }
+        9..=16 => {
+            let low = le64(&word[..8]);
+            let high = le64(&word[n - 8..]) >> (8 * (16 - n));
+            Some(u128::from(low) | u128::from(high) << 64)
+        }
+        _ => None,
     }
 }
 
 impl WordTable {
-    fn slot_of(&self, hash: u64) -> usize {
-        (hash as usize) & (self.slots.len() - 1)
-    }
-
-    /// ORs `bits` into the class of `word`.
-    fn insert(&mut self, word: &str, bits: u64) {
-        if (self.len + 1) * 2 > self.slots.len() {
-            let grown = vec![None; self.slots.len() * 2];
-            let old = std::mem::replace(&mut self.slots, grown);
-            self.len = 0;
-            for (_, word, bits) in old.into_iter().flatten() {
-                self.insert(&word, bits);
+    /// Builds the table of `(word, class bits)` entries; bits of repeated
+    /// words are ORed together.
+    fn build(entries: &[(&str, u64)]) -> Self {
+        let mut long: Vec<(Box<str>, u64)> = Vec::new();
+        let mut short: Vec<(u128, u64)> = Vec::new();
+        for &(word, bits) in entries {
+            match pack(word.as_bytes()) {
+                Some(key) => match short.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, b)) => *b |= bits,
+                    None => short.push((key, bits)),
+                },
+                None => match long.iter_mut().find(|(w, _)| **w == *word) {
+                    Some((_, b)) => *b |= bits,
+                    None => long.push((word.into(), bits)),
+                },
             }
         }
-        let hash = hash_bytes(word.as_bytes(), 0);
-        let mut i = self.slot_of(hash);
+        // About one word per bucket of four; double until some multiplier of
+        // a fixed sequence leaves no bucket with more than four.
+        let mut buckets = short.len().next_power_of_two().max(1);
         loop {
-            match &mut self.slots[i] {
-                Some((h, w, b)) if *h == hash && **w == *word => {
-                    *b |= bits;
-                    return;
-                }
-                Some(_) => i = (i + 1) & (self.slots.len() - 1),
-                empty @ None => {
-                    *empty = Some((hash, word.into(), bits));
-                    self.len += 1;
-                    return;
+            let shift = 64 - buckets.trailing_zeros();
+            let mut multiplier = 0x9E37_79B9_7F4A_7C15u64;
+            for _ in 0..64 {
+                multiplier = multiplier.wrapping_mul(0xD6E8_FEB8_6659_FD93).wrapping_add(0xA076_1D64_78BD_642F) | 1;
+                let mut table = WordTable {
+                    keys: vec![[0; 4]; buckets],
+                    classes: vec![[0; 4]; buckets],
+                    multiplier,
+                    shift,
+                    long: Vec::new(),
+                };
+                if short.iter().all(|&(key, bits)| table.place(key, bits)) {
+                    table.long = long;
+                    return table;
                 }
             }
+            buckets *= 2;
+        }
+    }
+
+    #[inline]
+    fn bucket_of(&self, key: u128) -> usize {
+        let mixed = (key as u64) ^ ((key >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        mixed.wrapping_mul(self.multiplier).checked_shr(self.shift).unwrap_or(0) as usize
+    }
+
+    /// Puts a key in its bucket; false when the bucket is full.
+    fn place(&mut self, key: u128, bits: u64) -> bool {
+        let b = self.bucket_of(key);
+        match self.keys[b].iter().position(|&k| k == 0) {
+            Some(slot) => {
+                self.keys[b][slot] = key;
+                self.classes[b][slot] = bits;
+                true
+            }
+            None => false,
         }
     }
 
     /// The class bits of `word` (0 for an ordinary word).
-    #[inline]
     fn get(&self, word: &str) -> u64 {
-        let hash = hash_bytes(word.as_bytes(), 0);
-        let mut i = self.slot_of(hash);
-        loop {
-            match &self.slots[i] {
-                Some((h, w, b)) => {
-                    if *h == hash && **w == *word {
-                        return *b;
-                    }
-                    i = (i + 1) & (self.slots.len() - 1);
-                }
-                None => return 0,
-            }
+        match pack(word.as_bytes()) {
+            Some(key) => self.get_packed(key),
+            None => self.long.iter().find(|(w, _)| **w == *word).map_or(0, |&(_, b)| b),
         }
+    }
+
+    /// The class bits of a packed word of at most 16 bytes.
+    #[inline]
+    fn get_packed(&self, key: u128) -> u64 {
+        let b = self.bucket_of(key);
+        let (keys, classes) = (&self.keys[b], &self.classes[b]);
+        let mut bits = 0;
+        for slot in 0..4 {
+            bits |= classes[slot] & u64::from(keys[slot] == key).wrapping_neg();
+        }
+        bits
     }
 }
 
@@ -275,5 +336,35 @@ mod tests {
         e.extract_hashes(&tokens, &mut Vec::new(), &mut hashes);
         assert_eq!(hashes.len(), 2);
         assert_ne!(hashes[0], hashes[1]);
+    }
+
+    #[test]
+    fn word_table_handles_long_words_and_growth() {
+        let words: Vec<String> = (0..2000).map(|i| format!("w{i}")).collect();
+        let mut entries: Vec<(&str, u64)> = words.iter().enumerate().map(|(i, w)| (w.as_str(), i as u64 + 1)).collect();
+        entries.push(("incomprehensibilities", 7));
+        entries.push(("w3", 1 << 40));
+        let table = WordTable::build(&entries);
+        for (i, w) in words.iter().enumerate() {
+            let extra = if w == "w3" { 1 << 40 } else { 0 };
+            assert_eq!(table.get(w), (i as u64 + 1) | extra, "{w}");
+        }
+        assert_eq!(table.get("incomprehensibilities"), 7);
+        assert_eq!(table.get("incomprehensibility"), 0);
+        assert_eq!(table.get("w2000"), 0);
+        assert_eq!(table.get("exactlysixteenby"), 0);
+        assert_eq!(WordTable::build(&[]).get("the"), 0);
+    }
+
+    #[test]
+    fn pack_is_the_zero_padded_little_endian_word() {
+        for n in 1..=16 {
+            let word: Vec<u8> = (1..=n as u8).map(|b| b + b'a').collect();
+            let mut buf = [0u8; 16];
+            buf[..n].copy_from_slice(&word);
+            assert_eq!(pack(&word), Some(u128::from_le_bytes(buf)), "length {n}");
+        }
+        assert_eq!(pack(b""), None);
+        assert_eq!(pack(&[b'x'; 17]), None);
     }
 }

@@ -12,13 +12,19 @@
 //! lower-cased text of all tokens, end to end, plus their spans), so that
 //! tokenising allocates nothing per token and a buffer can be reused.
 
-/// The tokens of one text: lower-cased token text stored end to end with the
-/// span of each token.
+/// The tokens of one text: the lower-cased text (ASCII stretches copied
+/// whole, so separators may remain between tokens) with the span of each
+/// token in it.
 #[derive(Debug, Default, Clone)]
 pub struct Tokens {
     text: String,
-    ends: Vec<u32>,
+    spans: Vec<(u32, u32)>,
+    /// Start of the token still being read, while tokenising.
+    open: Option<u32>,
 }
+
+/// Sixteen NUL bytes after the last token (see [`Tokens::packed`]).
+const PADDING: &str = "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
 
 impl Tokens {
     /// An empty buffer.
@@ -26,7 +32,7 @@ impl Tokens {
         Self::default()
     }
 
-    /// Tokenises `text`, replacing what the buffer held.
+    /// Tokenises `text` into a new buffer.
     pub fn from_text(text: &str) -> Self {
         let mut tokens = Tokens::new();
         tokens.tokenize(text);
@@ -35,114 +41,221 @@ impl Tokens {
 
     /// Tokenises `text` into this buffer, replacing its contents.
     ///
-    /// Token text longer than 4 GiB in total is cut at the last token that
-    /// fits (spans are `u32`).
+    /// Lower-cased text of more than 4 GiB is cut at the last token that
+    /// ends before 4 GiB (spans are `u32`).
     pub fn tokenize(&mut self, text: &str) {
         self.text.clear();
-        self.ends.clear();
+        self.spans.clear();
+        self.open = None;
         self.text.reserve(text.len());
         let bytes = text.as_bytes();
-        let mut in_token = false;
         let mut i = 0;
         while i < bytes.len() {
-            let b = bytes[i];
-            if b < 0x80 {
-                if b.is_ascii_alphanumeric() {
-                    // ASCII fast path: copy the whole run at once.
-                    let start = i;
-                    while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
-                        i += 1;
-                    }
-                    let run = &text[start..i];
-                    if run.bytes().any(|b| b.is_ascii_uppercase()) {
-                        self.text.extend(run.bytes().map(|b| b.to_ascii_lowercase() as char));
-                    } else {
-                        self.text.push_str(run);
-                    }
-                    in_token = true;
-                    continue;
-                }
-                if in_token {
-                    self.end_token();
-                    in_token = false;
-                }
-                i += 1;
+            let ascii_end = i + ascii_prefix_len(&bytes[i..]);
+            if ascii_end > i {
+                self.ascii_stretch(&text[i..ascii_end]);
+                i = ascii_end;
                 continue;
             }
-            // Multi-byte character: `i` is at a char boundary because every
-            // step above advances by whole ASCII bytes or whole characters.
+            // A multi-byte character: `i` is at a char boundary because
+            // stretches end at the first byte >= 0x80 and characters are
+            // consumed whole.
+            let b = bytes[i];
+            if b < 0xF0 {
+                // A character of the Basic Multilingual Plane: class and lower
+                // case from a precomputed table.
+                let (cp, width) = if b < 0xE0 {
+                    ((u32::from(b & 0x1F) << 6) | continuation(bytes, i + 1), 2)
+                } else {
+                    ((u32::from(b & 0x0F) << 12) | (continuation(bytes, i + 1) << 6) | continuation(bytes, i + 2), 3)
+                };
+                i += width;
+                let c = char::from_u32(cp).unwrap_or(char::REPLACEMENT_CHARACTER);
+                match BMP[cp as usize & 0xFFFF] {
+                    SEPARATOR => self.close(),
+                    MARK => self.mark(Some(c)),
+                    COMPLEX => self.word(c),
+                    IDEOGRAPH => {
+                        self.close();
+                        self.word(c);
+                        self.close();
+                    }
+                    lower => {
+                        self.open_at_end();
+                        self.text.push(char::from_u32(u32::from(lower)).unwrap_or(char::REPLACEMENT_CHARACTER));
+                    }
+                }
+                continue;
+            }
             let c = text[i..].chars().next().unwrap_or(char::REPLACEMENT_CHARACTER);
             i += c.len_utf8();
             match classify(c) {
-                CharClass::Word => {
-                    push_lowercase(&mut self.text, c);
-                    in_token = true;
-                }
-                CharClass::Mark if in_token => self.text.push(c),
-                CharClass::Mark | CharClass::Separator => {
-                    if in_token {
-                        self.end_token();
-                        in_token = false;
-                    }
-                }
+                CharClass::Word => self.word(c),
+                CharClass::Mark => self.mark(Some(c)),
+                CharClass::Separator => self.close(),
                 CharClass::Ideograph => {
-                    if in_token {
-                        self.end_token();
-                    }
-                    push_lowercase(&mut self.text, c);
-                    self.end_token();
-                    in_token = false;
+                    self.close();
+                    self.word(c);
+                    self.close();
                 }
             }
         }
-        if in_token {
-            self.end_token();
+        self.close();
+        // Padding so that `packed` can always load 16 bytes; it belongs to no
+        // token.
+        self.text.push_str(PADDING);
+    }
+
+    /// Appends an ASCII stretch lower-cased in bulk, then finds its token
+    /// boundaries 64 bytes at a time from a bit mask of word characters.
+    fn ascii_stretch(&mut self, stretch: &str) {
+        let base = self.text.len();
+        self.text.push_str(stretch);
+        self.text[base..].make_ascii_lowercase();
+        scan_ascii(&self.text.as_bytes()[base..], base, &mut self.open, &mut self.spans);
+    }
+
+    fn open_at_end(&mut self) {
+        if self.open.is_none() {
+            self.open = u32::try_from(self.text.len()).ok();
         }
     }
 
-    fn end_token(&mut self) {
-        match u32::try_from(self.text.len()) {
-            Ok(end) => self.ends.push(end),
-            Err(_) => {
-                let keep = self.ends.last().copied().unwrap_or(0) as usize;
-                self.text.truncate(keep);
-            }
+    /// A word character outside ASCII: lower-cased onto the open token.
+    fn word(&mut self, c: char) {
+        self.open_at_end();
+        push_lowercase(&mut self.text, c);
+    }
+
+    /// A combining mark continues an open token and is dropped otherwise.
+    fn mark(&mut self, c: Option<char>) {
+        if self.open.is_some() {
+            self.text.push(c.unwrap_or(char::REPLACEMENT_CHARACTER));
+        }
+    }
+
+    fn close(&mut self) {
+        self.close_at(self.text.len());
+    }
+
+    fn close_at(&mut self, end: usize) {
+        if let (Some(start), Ok(end)) = (self.open.take(), u32::try_from(end)) {
+            self.spans.push((start, end));
         }
     }
 
     /// Number of tokens.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.spans.len()
     }
 
     /// True when the text had no tokens.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.spans.is_empty()
     }
 
     /// The `i`-th token. Panics if `i >= self.len()`, like slice indexing.
+    #[inline]
     pub fn get(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.text[start..self.ends[i] as usize]
+        let (start, end) = self.spans[i];
+        &self.text[start as usize..end as usize]
+    }
+
+    /// The `i`-th token packed into a `u128` (its bytes little-endian,
+    /// zero-padded; tokens never contain NUL, so this is unambiguous), or
+    /// `None` when it is longer than 16 bytes. Branch-free for short tokens:
+    /// the buffer is padded, so 16 bytes can always be loaded and masked.
+    #[inline]
+    pub fn packed(&self, i: usize) -> Option<u128> {
+        let (start, end) = self.spans[i];
+        let len = (end - start) as usize;
+        if len > 16 {
+            return None;
+        }
+        let start = start as usize;
+        let word = self.text.as_bytes().get(start..start + 16)?.try_into().map_or(0, u128::from_le_bytes);
+        let mask = u128::MAX.checked_shr(128 - 8 * len as u32).unwrap_or(0);
+        Some(word & mask)
     }
 
     /// The tokens in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        (0..self.len()).map(move |i| self.get(i))
+        self.spans.iter().map(move |&(start, end)| &self.text[start as usize..end as usize])
     }
 
     /// The tokens joined by single spaces: the normalised text that the
     /// exact-content fingerprint and character shingles are computed over.
     pub fn joined(&self) -> String {
-        let mut out = String::with_capacity(self.text.len() + self.len());
+        let mut out = String::with_capacity(self.text.len());
+        self.join_into(&mut out);
+        out
+    }
+
+    /// [`Self::joined`] into a reusable buffer.
+    pub fn join_into(&self, out: &mut String) {
+        out.clear();
         for (i, token) in self.iter().enumerate() {
             if i > 0 {
                 out.push(' ');
             }
             out.push_str(token);
         }
-        out
     }
+}
+
+/// Finds the token boundaries of a lower-cased ASCII stretch that starts at
+/// `base` in the buffer, 64 bytes at a time from a bit mask of word bytes.
+fn scan_ascii(stretch: &[u8], base: usize, open: &mut Option<u32>, spans: &mut Vec<(u32, u32)>) {
+    for (chunk_index, chunk) in stretch.chunks(64).enumerate() {
+        // A word byte is a digit or a lower-case letter (the stretch is
+        // lower-cased already). Arithmetic rather than a table look-up, so
+        // that the compiler can vectorise it.
+        let mut mask = 0u64;
+        for (j, &b) in chunk.iter().enumerate() {
+            let word = (b.wrapping_sub(b'0') < 10) | (b.wrapping_sub(b'a') < 26);
+            mask |= u64::from(word) << j;
+        }
+        let chunk_base = base + chunk_index * 64;
+        let bits = chunk.len() as u32;
+        let mut pos = 0u32;
+        while pos < bits {
+            let rest = mask.checked_shr(pos).unwrap_or(0);
+            match *open {
+                Some(start) => {
+                    // The run of ones starting at `pos` ends at the first zero.
+                    pos += (!rest).trailing_zeros().min(bits - pos);
+                    if pos < bits {
+                        *open = None;
+                        if let Ok(end) = u32::try_from(chunk_base + pos as usize) {
+                            spans.push((start, end));
+                        }
+                    }
+                }
+                None => {
+                    if rest == 0 {
+                        break;
+                    }
+                    pos += rest.trailing_zeros();
+                    *open = u32::try_from(chunk_base + pos as usize).ok();
+                }
+            }
+        }
+    }
+}
+
+/// Length of the leading run of ASCII bytes, eight at a time.
+#[inline]
+fn ascii_prefix_len(bytes: &[u8]) -> usize {
+    let mut n = 0;
+    for word in bytes.chunks_exact(8) {
+        let w = word.try_into().map_or(u64::MAX, u64::from_le_bytes);
+        let high = w & 0x8080_8080_8080_8080;
+        if high != 0 {
+            return n + (high.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + bytes[n..].iter().take_while(|b| b.is_ascii()).count()
 }
 
 enum CharClass {
@@ -152,8 +265,47 @@ enum CharClass {
     Separator,
 }
 
+/// [`BMP`] entries: a separator, a combining mark, a word character whose
+/// lower case is not one BMP character, an ideograph (a token by itself), or
+/// else the lower-case code point of a word character.
+const SEPARATOR: u16 = 0;
+const MARK: u16 = 1;
+const COMPLEX: u16 = 2;
+const IDEOGRAPH: u16 = 3;
+
+/// Class and lower case of every code point below U+10000 (128 KiB),
+/// computed once from the standard library's Unicode tables by the same
+/// [`classify`] the other characters go through.
+static BMP: std::sync::LazyLock<Vec<u16>> = std::sync::LazyLock::new(|| {
+    (0u32..0x1_0000)
+        .map(|cp| match char::from_u32(cp).map(|c| (c, classify(c))) {
+            Some((c, CharClass::Word)) => {
+                let mut lower = c.to_lowercase();
+                match (lower.next(), lower.next()) {
+                    (Some(l), None) if (4..0x1_0000).contains(&(l as u32)) => l as u16,
+                    _ => COMPLEX,
+                }
+            }
+            Some((_, CharClass::Mark)) => MARK,
+            Some((_, CharClass::Ideograph)) => IDEOGRAPH,
+            _ => SEPARATOR,
+        })
+        .collect()
+});
+
+/// The six payload bits of the UTF-8 continuation byte at `at`.
+#[inline]
+fn continuation(bytes: &[u8], at: usize) -> u32 {
+    bytes.get(at).map_or(0, |b| u32::from(b & 0x3F))
+}
+
 fn classify(c: char) -> CharClass {
     let cp = c as u32;
+    if (0x2000..=0x206F).contains(&cp) {
+        // General Punctuation (curly quotes, dashes, ellipsis, spaces):
+        // frequent in prose, never part of a word.
+        return CharClass::Separator;
+    }
     if matches!(cp, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x3FFFF) {
         CharClass::Ideograph
     } else if c.is_alphanumeric() {
@@ -199,11 +351,22 @@ mod tests {
         assert_eq!(tokens("東京タワーへ"), ["東", "京", "タ", "ワ", "ー", "へ"]);
         assert_eq!(tokens("İstanbul"), ["i\u{307}stanbul"]);
         assert_eq!(tokens("a\u{FFFD}b"), ["a", "b"]);
+        assert_eq!(tokens("It\u{2019}s \u{201C}quoted\u{201D}\u{2014}yes\u{A0}no"), ["it", "s", "quoted", "yes", "no"]);
+        assert_eq!(tokens("ΑΘΗΝΑ Москва ĲSSEL"), ["αθηνα", "москва", "ĳssel"]);
     }
 
     #[test]
     fn joined_normalises_whitespace_and_case() {
         assert_eq!(Tokens::from_text("  Hello,\n\tWORLD  ").joined(), "hello world");
+        let t = Tokens::from_text("a Bc sixteen_bytes_ok seventeen_bytes_no");
+        assert_eq!(t.packed(0), Some(u128::from(b'a')));
+        assert_eq!(t.packed(1), Some(u128::from(u16::from_le_bytes(*b"bc"))));
+        assert_eq!(t.packed(2), Some(u128::from_le_bytes(*b"sixteen\0\0\0\0\0\0\0\0\0")));
+        assert_eq!(t.get(3), "bytes");
+        assert_eq!(t.packed(4), Some(u128::from_le_bytes(*b"ok\0\0\0\0\0\0\0\0\0\0\0\0\0\0")));
+        let long = Tokens::from_text("abcdefghijklmnopq abcdefghijklmnop");
+        assert_eq!(long.packed(0), None);
+        assert_eq!(long.packed(1), Some(u128::from_le_bytes(*b"abcdefghijklmnop")));
     }
 
     #[test]
@@ -212,5 +375,49 @@ mod tests {
         t.tokenize("one two");
         t.tokenize("three");
         assert_eq!(t.iter().collect::<Vec<_>>(), ["three"]);
+    }
+
+    /// The reference definition: one character at a time, no fast paths.
+    fn reference(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut current: Option<String> = None;
+        for c in text.chars() {
+            match classify(c) {
+                CharClass::Word => current.get_or_insert_with(String::new).extend(c.to_lowercase()),
+                CharClass::Mark => {
+                    if let Some(t) = current.as_mut() {
+                        t.push(c);
+                    }
+                }
+                CharClass::Separator => out.extend(current.take()),
+                CharClass::Ideograph => {
+                    out.extend(current.take());
+                    out.push(c.to_lowercase().collect());
+                }
+            }
+        }
+        out.extend(current);
+        out
+    }
+
+    #[test]
+    fn tokens_cross_chunk_and_stretch_boundaries() {
+        let long = "x".repeat(200);
+        assert_eq!(tokens(&format!("{long} y")), [long.clone(), "y".to_owned()]);
+        let text = format!("{}caf\u{e9}{} \u{c9}T\u{c9}", "a".repeat(63), "b".repeat(70));
+        assert_eq!(tokens(&text), reference(&text));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_paths_agree_with_the_reference(text in "(\\PC|[a-zA-Z0-9 .,'])*") {
+            proptest::prop_assert_eq!(tokens(&text), reference(&text));
+        }
+
+        #[test]
+        fn fast_paths_agree_on_long_mixed_text(parts in proptest::collection::vec("[a-zA-Z]{0,70}|[ .,]{1,3}|\\PC{1,3}", 0..40)) {
+            let text: String = parts.concat();
+            proptest::prop_assert_eq!(tokens(&text), reference(&text));
+        }
     }
 }
