@@ -17,8 +17,11 @@
 //!     bill would be signed, and the governor has promised to veto it if the vote is close.</p></body></html>");
 //! let b = signer.sign_text("Breaking: the senator said on Monday that the bill would be signed, and the \
 //!     governor has promised to veto it if the vote is close. Share this story.");
+//! // The framing (navigation, "Breaking:", "Share this story") has no spot
+//! // signatures; only the chains that run into it at the end differ.
 //! let sim = Similarity::MultisetJaccard.overlap(&a.vector, &b.vector);
-//! assert!(sim.meets(Threshold::new(0.8)?));
+//! assert_eq!((sim.num, sim.den), (6, 9));
+//! assert!(sim.meets(Threshold::new(0.6)?));
 //! # Ok::<(), neardex::ConfigError>(())
 //! ```
 #![deny(unsafe_code)]
@@ -35,6 +38,9 @@ pub mod sketch;
 pub mod spotsigs;
 pub mod text;
 pub mod vector;
+
+#[doc(hidden)]
+pub mod fuzz_support;
 
 pub use config::{MinHashConfig, Scheme, SignatureConfig, SpotSigsConfig, SpotSpec};
 pub use error::{ConfigDecodeError, ConfigError};

@@ -1,0 +1,135 @@
+//! SignatureConfig: validation names every bad parameter; the encoding round
+//! trips and rejects every corruption with a typed error, never a panic.
+
+use neardex::{
+    ConfigDecodeError, ConfigError, MinHashConfig, Scheme, SignatureConfig, Signer, Similarity, SpotSigsConfig,
+    SpotSpec, Threshold,
+};
+use proptest::prelude::*;
+
+fn spot(specs: Vec<SpotSpec>, stopwords: &[&str]) -> SignatureConfig {
+    SignatureConfig {
+        scheme: Scheme::SpotSigs(SpotSigsConfig {
+            specs,
+            stopwords: stopwords.iter().map(|s| s.to_string()).collect(),
+        }),
+        ..SignatureConfig::default()
+    }
+}
+
+fn spec(antecedents: &[&str], distance: u32, chain: u32) -> SpotSpec {
+    SpotSpec { antecedents: antecedents.iter().map(|s| s.to_string()).collect(), distance, chain }
+}
+
+#[test]
+fn every_invalid_parameter_has_its_error() {
+    let out_of_range = |c: SignatureConfig, name: &str| match c.validate() {
+        Err(ConfigError::OutOfRange { parameter, .. }) => assert_eq!(parameter, name),
+        other => panic!("{name}: {other:?}"),
+    };
+    out_of_range(spot(vec![spec(&["the"], 0, 2)], &[]), "spot distance d");
+    out_of_range(spot(vec![spec(&["the"], 1, 0)], &[]), "chain length c");
+    out_of_range(spot(vec![spec(&["the"], 65, 1)], &[]), "spot distance d");
+    out_of_range(SignatureConfig::word_shingles(0), "word shingle size k");
+    out_of_range(SignatureConfig::char_shingles(0), "character shingle size k");
+    assert_eq!(spot(vec![], &[]).validate(), Err(ConfigError::NoSpotSpecs));
+    assert_eq!(spot(vec![spec(&[], 1, 1)], &[]).validate(), Err(ConfigError::EmptyAntecedents { spec: 0 }));
+    assert!(matches!(spot(vec![spec(&["The"], 1, 1)], &[]).validate(), Err(ConfigError::InvalidWord { .. })));
+    assert!(matches!(spot(vec![spec(&["two words"], 1, 1)], &[]).validate(), Err(ConfigError::InvalidWord { .. })));
+    assert!(matches!(spot(vec![spec(&["a"], 1, 1)], &["of", ""]).validate(), Err(ConfigError::InvalidWord { .. })));
+    assert!(matches!(spot(vec![spec(&["a", "a"], 1, 1)], &[]).validate(), Err(ConfigError::DuplicateWord { .. })));
+    let many = (0..64).map(|_| spec(&["a"], 1, 1)).collect();
+    assert!(matches!(spot(many, &[]).validate(), Err(ConfigError::TooManySpotSpecs { count: 64, max: 63 })));
+    let banding = |permutations, bands, rows| SignatureConfig {
+        minhash: MinHashConfig { permutations, bands, rows },
+        ..SignatureConfig::default()
+    };
+    assert!(matches!(banding(128, 20, 5).validate(), Err(ConfigError::Banding { .. })));
+    assert!(matches!(banding(100, 0, 5).validate(), Err(ConfigError::Banding { .. })));
+    assert!(matches!(banding(0, 0, 0).validate(), Err(ConfigError::OutOfRange { .. })));
+    assert!(banding(100, 20, 5).validate().is_ok());
+    for tau in [0.0, -0.5, 1.000_001, f64::NAN, f64::INFINITY, 1e-12] {
+        assert!(matches!(Threshold::new(tau), Err(ConfigError::Threshold { .. })), "{tau}");
+    }
+    assert!(Signer::new(SignatureConfig::word_shingles(0)).is_err());
+    // Errors say what to do.
+    let message = banding(128, 20, 5).validate().unwrap_err().to_string();
+    assert!(message.contains("bands x rows must equal"), "{message}");
+}
+
+#[test]
+fn unicode_words_are_valid_antecedents() {
+    assert!(spot(vec![spec(&["der", "die", "das", "été"], 1, 2)], &["und"]).validate().is_ok());
+}
+
+#[test]
+fn every_corruption_of_the_encoding_is_a_typed_error() {
+    let bytes = SignatureConfig::default().encode();
+    for bit in 0..bytes.len() * 8 {
+        let mut flipped = bytes.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        let result = SignatureConfig::decode(&flipped);
+        assert!(result.is_err(), "bit {bit} flipped went unnoticed");
+    }
+    for len in 0..bytes.len() {
+        assert!(SignatureConfig::decode(&bytes[..len]).is_err(), "truncated to {len}");
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(SignatureConfig::decode(&longer).is_err());
+    let mut other_version = bytes.clone();
+    other_version[4] = 9;
+    assert_eq!(
+        SignatureConfig::decode(&other_version),
+        Err(ConfigDecodeError::Incompatible { found: 9, supported: 1..=1 })
+    );
+    assert!(matches!(SignatureConfig::decode(b"NOPE...."), Err(ConfigDecodeError::BadMagic { .. })));
+}
+
+#[test]
+fn a_well_formed_encoding_of_an_invalid_config_is_rejected() {
+    let bad = SignatureConfig::word_shingles(0).encode();
+    assert!(matches!(SignatureConfig::decode(&bad), Err(ConfigDecodeError::Invalid(_))));
+}
+
+fn arb_word() -> impl Strategy<Value = String> {
+    "[a-zà-öø-ÿ0-9]{1,8}"
+}
+
+fn arb_config() -> impl Strategy<Value = SignatureConfig> {
+    let spec = (prop::collection::hash_set(arb_word(), 1..6), 1u32..=8, 1u32..=8)
+        .prop_map(|(a, distance, chain)| SpotSpec { antecedents: a.into_iter().collect(), distance, chain });
+    let scheme = prop_oneof![
+        (prop::collection::vec(spec, 1..4), prop::collection::hash_set(arb_word(), 0..20)).prop_map(|(specs, stop)| {
+            Scheme::SpotSigs(SpotSigsConfig { specs, stopwords: stop.into_iter().collect() })
+        }),
+        (1u32..=64).prop_map(|k| Scheme::WordShingles { k }),
+        (1u32..=64).prop_map(|k| Scheme::CharShingles { k }),
+    ];
+    let similarity =
+        prop_oneof![Just(Similarity::MultisetJaccard), Just(Similarity::SetJaccard), Just(Similarity::Containment)];
+    (scheme, similarity, any::<u64>(), 1u32..=32, 1u32..=16).prop_map(|(scheme, similarity, hash_seed, bands, rows)| {
+        SignatureConfig {
+            scheme,
+            similarity,
+            hash_seed,
+            minhash: MinHashConfig { permutations: bands * rows, bands, rows },
+        }
+    })
+}
+
+proptest! {
+    #[test]
+    fn encoding_round_trips(config in arb_config()) {
+        prop_assert!(config.validate().is_ok());
+        let bytes = config.encode();
+        prop_assert_eq!(SignatureConfig::decode(&bytes), Ok(config));
+    }
+
+    #[test]
+    fn decoding_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200), valid_prefix in any::<bool>()) {
+        let mut input = if valid_prefix { b"NDXC\x01\x00".to_vec() } else { Vec::new() };
+        input.extend(bytes);
+        let _ = SignatureConfig::decode(&input);
+    }
+}

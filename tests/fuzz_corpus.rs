@@ -1,0 +1,42 @@
+//! Replays every file of every fuzz seed corpus (`fuzz/corpus/<target>/`)
+//! through the fuzz target's body, so an ordinary `cargo test` keeps each
+//! input that ever mattered passing.
+
+use std::path::Path;
+
+fn replay(target: &str, body: fn(&[u8])) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let result = std::panic::catch_unwind(|| body(&bytes));
+        assert!(result.is_ok(), "{} panicked", path.display());
+        count += 1;
+    }
+    assert!(count > 0, "{target}: empty seed corpus");
+    println!("{target}: {count} inputs replayed");
+}
+
+#[test]
+fn html_text_corpus() {
+    replay("html_text", neardex::fuzz_support::html_text);
+}
+
+#[test]
+fn config_decode_corpus() {
+    // Valid encodings of every scheme belong in the corpus too.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/config_decode");
+    for (name, config) in [
+        ("default.bin", neardex::SignatureConfig::default()),
+        ("words3.bin", neardex::SignatureConfig::word_shingles(3)),
+        ("chars5.bin", neardex::SignatureConfig::char_shingles(5)),
+    ] {
+        let path = dir.join(name);
+        let bytes = config.encode();
+        if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
+            panic!("{} is missing or stale: it must hold the encoding of {name}", path.display());
+        }
+    }
+    replay("config_decode", neardex::fuzz_support::config_decode);
+}
