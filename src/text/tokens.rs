@@ -207,14 +207,7 @@ impl Tokens {
 /// `base` in the buffer, 64 bytes at a time from a bit mask of word bytes.
 fn scan_ascii(stretch: &[u8], base: usize, open: &mut Option<u32>, spans: &mut Vec<(u32, u32)>) {
     for (chunk_index, chunk) in stretch.chunks(64).enumerate() {
-        // A word byte is a digit or a lower-case letter (the stretch is
-        // lower-cased already). Arithmetic rather than a table look-up, so
-        // that the compiler can vectorise it.
-        let mut mask = 0u64;
-        for (j, &b) in chunk.iter().enumerate() {
-            let word = (b.wrapping_sub(b'0') < 10) | (b.wrapping_sub(b'a') < 26);
-            mask |= u64::from(word) << j;
-        }
+        let mask = word_mask(chunk);
         let chunk_base = base + chunk_index * 64;
         let bits = chunk.len() as u32;
         let mut pos = 0u32;
@@ -241,6 +234,26 @@ fn scan_ascii(stretch: &[u8], base: usize, open: &mut Option<u32>, spans: &mut V
             }
         }
     }
+}
+
+/// Bit `j` is set when byte `j` of `chunk` (at most 64 bytes, lower-cased
+/// ASCII) is a word byte: a digit or a lower-case letter. The flags are
+/// computed in a loop the compiler vectorises, then packed eight at a time:
+/// multiplying eight 0/1 bytes by `0x0102_0408_1020_4080` puts byte `k`'s
+/// flag at bit `56 + k` (every partial product lands on a distinct bit, so
+/// nothing carries into the top byte).
+#[inline]
+fn word_mask(chunk: &[u8]) -> u64 {
+    let mut flags = [0u8; 64];
+    for (flag, &b) in flags.iter_mut().zip(chunk) {
+        *flag = u8::from((b.wrapping_sub(b'0') < 10) | (b.wrapping_sub(b'a') < 26));
+    }
+    let mut mask = 0u64;
+    for (g, group) in flags.chunks_exact(8).enumerate() {
+        let x = group.try_into().map_or(0, u64::from_le_bytes);
+        mask |= (x.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * g);
+    }
+    mask
 }
 
 /// Length of the leading run of ASCII bytes, eight at a time.
@@ -419,5 +432,15 @@ mod tests {
             let text: String = parts.concat();
             proptest::prop_assert_eq!(tokens(&text), reference(&text));
         }
+    }
+
+    #[test]
+    fn word_mask_marks_exactly_the_word_bytes() {
+        let chunk: Vec<u8> =
+            (0..64u8).map(|i| [b'a', b' ', b'9', b'.', b'z', b'{', b'0', b'/'][usize::from(i % 8)]).collect();
+        let expected = (0..64).filter(|&j| matches!(chunk[j], b'a'..=b'z' | b'0'..=b'9')).fold(0u64, |m, j| m | 1 << j);
+        assert_eq!(word_mask(&chunk), expected);
+        assert_eq!(word_mask(b"ab cd"), 0b11011);
+        assert_eq!(word_mask(b""), 0);
     }
 }
