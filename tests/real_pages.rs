@@ -206,3 +206,45 @@ fn sketch_estimators_track_exact_similarity_on_real_text() {
         assert!(mean_abs < max_abs, "{name}: mean |error| {mean_abs}");
     }
 }
+
+fn warc_text(page: &common::WarcPage) -> String {
+    let declared = page.charset.as_deref().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
+    neardex::text::html_to_text(&neardex::text::decode_html(&page.payload, declared))
+}
+
+#[test]
+fn every_warc_response_extracts_and_signs() {
+    let Some(data) = shared_data() else { return };
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    for (file, expected) in [("commoncrawl-sample.warc.gz", 16), ("clueweb12-quirk.warc.gz", 29)] {
+        let pages = common::warc_responses(&data.join("warc-samples").join(file));
+        assert_eq!(pages.len(), expected, "{file}: response records");
+        let mut with_text = 0;
+        for page in &pages {
+            let text = warc_text(page);
+            with_text += usize::from(!text.is_empty());
+            let signature = signer.sign_text(&text);
+            assert_eq!(signature.band_keys.is_empty(), signature.vector.is_empty(), "{}", page.uri);
+        }
+        println!("{file}: {} responses, {with_text} with visible text", pages.len());
+        assert!(with_text * 10 >= pages.len() * 9, "{file}: only {with_text} responses with text");
+    }
+}
+
+#[test]
+fn hand_checked_warc_page_in_euc_jp() {
+    let Some(data) = shared_data() else { return };
+    let pages = common::warc_responses(&data.join("warc-samples/clueweb12-quirk.warc.gz"));
+    let page =
+        pages.iter().find(|p| p.uri == "http://www.uraharajuku.st/shopdetail/001005000005/019/000/order/").unwrap();
+    assert_eq!(page.charset.as_deref(), Some("euc-jp"));
+    let text = warc_text(page);
+    // The HTTP header's EUC-JP, not windows-1252 or UTF-8, gives this title.
+    assert!(text.starts_with("ブラウニー ブリーフケース【ヘッドポーター HEADPORTER 吉田かばん】"), "{text:.80}");
+    assert!(text.contains("\nヘッドポーター 吉田カバン PORTER 限定品 取扱専門 通販店【e-brand】\n"));
+    // Kana and Han are one token per character; Latin words stay whole.
+    let tokens = Tokens::from_text(&text);
+    let first: Vec<&str> = tokens.iter().take(6).collect();
+    assert_eq!(first, ["ブ", "ラ", "ウ", "ニ", "ー", "ブ"]);
+    assert!(tokens.iter().any(|t| t == "headporter"));
+}

@@ -77,3 +77,71 @@ pub fn dragnet(data: &std::path::Path) -> Vec<Page> {
         })
         .collect()
 }
+
+/// One HTTP response payload from a WARC file: its target URI, the charset
+/// its `Content-Type` header names (if any), and the payload bytes.
+pub struct WarcPage {
+    pub uri: String,
+    pub charset: Option<String>,
+    pub payload: Vec<u8>,
+}
+
+/// The `response` records of a (multi-member gzip) WARC file, split at every
+/// line that starts a WARC header (`WARC/x.y` CRLF) rather than trusting
+/// `Content-Length`, which the ClueWeb sample gets wrong. A deliberately
+/// small reader for tests; the real WARC reader belongs to the CLI.
+pub fn warc_responses(path: &std::path::Path) -> Vec<WarcPage> {
+    let mut bytes = Vec::new();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(path).expect("open WARC"))
+        .read_to_end(&mut bytes)
+        .expect("gunzip WARC");
+    let is_record_start = |at: usize| {
+        (at == 0 || bytes[at - 1] == b'\n')
+            && bytes[at..].starts_with(b"WARC/")
+            && bytes[at..]
+                .iter()
+                .take(12)
+                .position(|&b| b == b'\r')
+                .is_some_and(|cr| bytes.get(at + cr + 1) == Some(&b'\n'))
+    };
+    let starts: Vec<usize> = (0..bytes.len()).filter(|&i| bytes[i] == b'W' && is_record_start(i)).collect();
+    let mut pages = Vec::new();
+    for (n, &start) in starts.iter().enumerate() {
+        let record = &bytes[start..starts.get(n + 1).copied().unwrap_or(bytes.len())];
+        let Some(header_end) = find(record, b"\r\n\r\n") else { continue };
+        let header = String::from_utf8_lossy(&record[..header_end]);
+        let field = |name: &str| {
+            header.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            })
+        };
+        if field("WARC-Type").as_deref() != Some("response") {
+            continue;
+        }
+        let block = &record[header_end + 4..];
+        // HTTP headers end at the first empty line, CRLF or bare LF.
+        let (http_end, sep) = match (find(block, b"\r\n\r\n"), find(block, b"\n\n")) {
+            (Some(a), Some(b)) if b < a => (b, 2),
+            (Some(a), _) => (a, 4),
+            (None, Some(b)) => (b, 2),
+            (None, None) => continue,
+        };
+        let http = String::from_utf8_lossy(&block[..http_end]).to_ascii_lowercase();
+        let charset = http
+            .lines()
+            .find(|l| l.starts_with("content-type:"))
+            .and_then(|l| l.split("charset=").nth(1))
+            .map(|c| c.trim().trim_matches('"').to_owned());
+        pages.push(WarcPage {
+            uri: field("WARC-Target-URI").unwrap_or_default(),
+            charset,
+            payload: block[http_end + sep..].to_vec(),
+        });
+    }
+    pages
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
