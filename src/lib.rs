@@ -36,6 +36,7 @@ pub mod signer;
 pub mod similarity;
 pub mod sketch;
 pub mod spotsigs;
+pub mod store;
 pub mod text;
 pub mod vector;
 

@@ -1,0 +1,297 @@
+//! The catalog (FORMAT.md §6): redb tables and the encodings of their
+//! records. A redb commit is the only commit point of the index.
+
+use redb::{MultimapTableDefinition, TableDefinition};
+
+use super::error::IndexError;
+use crate::hash::Fingerprint;
+use crate::vector::SignatureVector;
+
+/// File name of the catalog inside the index directory.
+pub const CATALOG_FILE: &str = "catalog.redb";
+/// The catalog format version this build writes and reads.
+pub const CATALOG_VERSION: u32 = 1;
+
+/// `meta`: named values (`format`, `config`, `next_doc_id`, `next_segment_id`).
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// `keys`: external key → document id.
+pub const KEYS: TableDefinition<&str, u64> = TableDefinition::new("keys");
+/// `docs`: document id → [`DocRecord`].
+pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
+/// `pending`: document id → [`PendingRecord`] for documents not yet flushed.
+pub const PENDING: TableDefinition<u64, &[u8]> = TableDefinition::new("pending");
+/// `deleted`: document id → segment id, for deleted documents a segment
+/// still holds.
+pub const DELETED: TableDefinition<u64, u64> = TableDefinition::new("deleted");
+/// `manifest`: segment id → [`SegmentRecord`]: the live segments.
+pub const MANIFEST: TableDefinition<u64, &[u8]> = TableDefinition::new("manifest");
+/// `fingerprints`: exact-content fingerprint → ids of live documents.
+pub const FINGERPRINTS: MultimapTableDefinition<u128, u64> = MultimapTableDefinition::new("fingerprints");
+
+/// Location value of a document whose vector is in `pending`.
+pub const PENDING_LOCATION: u64 = 0;
+
+/// Descriptive metadata stored with a document.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    /// Where the document came from.
+    pub url: Option<String>,
+    /// The WARC record it was read from.
+    pub warc_record_id: Option<String>,
+    /// A date, as the source gave it (for WARC, `WARC-Date`).
+    pub date: Option<String>,
+    /// Anything else the caller wants kept.
+    pub user: Vec<u8>,
+}
+
+/// A document's catalog record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocRecord {
+    /// The external key.
+    pub key: String,
+    /// Segment id holding its vector, or [`PENDING_LOCATION`].
+    pub location: u64,
+    /// Exact-content fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Descriptive metadata.
+    pub metadata: Metadata,
+}
+
+impl DocRecord {
+    /// The encoding (FORMAT.md §6.2).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.key.len());
+        out.push(1);
+        out.extend_from_slice(&self.location.to_le_bytes());
+        out.extend_from_slice(&self.fingerprint.to_le_bytes());
+        put_bytes(&mut out, self.key.as_bytes());
+        let m = &self.metadata;
+        let flags =
+            u8::from(m.url.is_some()) | u8::from(m.warc_record_id.is_some()) << 1 | u8::from(m.date.is_some()) << 2;
+        out.push(flags);
+        for field in [&m.url, &m.warc_record_id, &m.date].into_iter().flatten() {
+            put_bytes(&mut out, field.as_bytes());
+        }
+        put_bytes(&mut out, &m.user);
+        out
+    }
+
+    /// Reads a record back; `id` names it in errors.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for malformed bytes.
+    pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
+        let mut r = Reader { bytes, at: 0, table: "docs", id };
+        if r.u8()? != 1 {
+            return Err(r.bad("unknown record version"));
+        }
+        let location = r.u64()?;
+        let fingerprint = Fingerprint(u128::from_le_bytes(r.array()?));
+        let key = r.string()?;
+        let flags = r.u8()?;
+        if flags & !0b111 != 0 {
+            return Err(r.bad("unknown metadata flags"));
+        }
+        let mut optional = |bit: u8| if flags & bit != 0 { r.string().map(Some) } else { Ok(None) };
+        let url = optional(1)?;
+        let warc_record_id = optional(2)?;
+        let date = optional(4)?;
+        let user = r.bytes()?.to_vec();
+        r.end()?;
+        Ok(DocRecord { key, location, fingerprint, metadata: Metadata { url, warc_record_id, date, user } })
+    }
+}
+
+/// A pending document's signature vector and band keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingRecord {
+    /// The signature vector.
+    pub vector: SignatureVector,
+    /// The LSH band keys.
+    pub band_keys: Vec<u64>,
+}
+
+impl PendingRecord {
+    /// The encoding (FORMAT.md §6.3).
+    pub fn encode(&self) -> Vec<u8> {
+        let n = self.vector.distinct() as usize;
+        let mut out = Vec::with_capacity(8 + n * 12 + self.band_keys.len() * 8);
+        out.extend_from_slice(&(n as u32).to_le_bytes());
+        for h in self.vector.hashes() {
+            out.extend_from_slice(&h.to_le_bytes());
+        }
+        for f in self.vector.freqs() {
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.band_keys.len() as u32).to_le_bytes());
+        for k in &self.band_keys {
+            out.extend_from_slice(&k.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads a record back; `id` names it in errors.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for malformed bytes or an unsorted vector.
+    pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
+        let mut r = Reader { bytes, at: 0, table: "pending", id };
+        let n = r.u32()? as usize;
+        if n > bytes.len() / 12 {
+            return Err(r.bad("vector longer than the record"));
+        }
+        let hashes: Vec<u64> = (0..n).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        let freqs: Vec<u32> = (0..n).map(|_| r.u32()).collect::<Result<_, _>>()?;
+        if !hashes.windows(2).all(|w| w[0] < w[1]) || freqs.contains(&0) {
+            return Err(r.bad("vector not strictly sorted"));
+        }
+        let b = r.u32()? as usize;
+        if b > bytes.len() / 8 {
+            return Err(r.bad("band keys longer than the record"));
+        }
+        let band_keys = (0..b).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        r.end()?;
+        Ok(PendingRecord { vector: SignatureVector::from_pairs(hashes.into_iter().zip(freqs)), band_keys })
+    }
+}
+
+/// A live segment's manifest record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentRecord {
+    /// Documents in the segment (live or deleted).
+    pub doc_count: u32,
+    /// File size in bytes.
+    pub byte_len: u64,
+    /// CRC32 of the whole file.
+    pub file_crc: u32,
+}
+
+impl SegmentRecord {
+    /// The encoding (FORMAT.md §6.4): 16 bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16);
+        out.extend_from_slice(&self.doc_count.to_le_bytes());
+        out.extend_from_slice(&self.file_crc.to_le_bytes());
+        out.extend_from_slice(&self.byte_len.to_le_bytes());
+        out
+    }
+
+    /// Reads a record back.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] unless it is exactly 16 bytes.
+    pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
+        let mut r = Reader { bytes, at: 0, table: "manifest", id };
+        let record = SegmentRecord { doc_count: r.u32()?, file_crc: r.u32()?, byte_len: r.u64()? };
+        r.end()?;
+        Ok(record)
+    }
+}
+
+/// The file name of segment `id`.
+pub fn segment_file_name(id: u64) -> String {
+    format!("seg-{id:016x}.nds")
+}
+
+/// The segment id of a file name written by [`segment_file_name`].
+pub fn segment_id_of(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("seg-")?.strip_suffix(".nds")?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// A bounds-checked cursor whose errors name the table and record.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    table: &'static str,
+    id: u64,
+}
+
+impl<'a> Reader<'a> {
+    fn bad(&self, reason: &str) -> IndexError {
+        IndexError::corrupted(CATALOG_FILE, self.table, self.id, reason)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], IndexError> {
+        let end =
+            self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| self.bad("record truncated"))?;
+        let slice = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(slice)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], IndexError> {
+        let slice = self.take(N)?;
+        slice.try_into().map_err(|_| self.bad("record truncated"))
+    }
+
+    fn u8(&mut self) -> Result<u8, IndexError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, IndexError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, IndexError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], IndexError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+
+    fn string(&mut self) -> Result<String, IndexError> {
+        let bytes = self.bytes()?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| self.bad("text field is not UTF-8"))
+    }
+
+    fn end(&self) -> Result<(), IndexError> {
+        if self.at == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(self.bad("trailing bytes"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_reject_damage() {
+        let doc = DocRecord {
+            key: "warc:<urn:uuid:1>".into(),
+            location: 7,
+            fingerprint: Fingerprint(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
+            metadata: Metadata {
+                url: Some("http://example.com/".into()),
+                warc_record_id: None,
+                date: Some("2024-01-01".into()),
+                user: vec![1, 2, 3],
+            },
+        };
+        let bytes = doc.encode();
+        assert_eq!(DocRecord::decode(&bytes, 1).unwrap(), doc);
+        for len in 0..bytes.len() {
+            assert!(DocRecord::decode(&bytes[..len], 1).is_err());
+        }
+        let pending = PendingRecord { vector: SignatureVector::from_pairs([(3, 1), (9, 4)]), band_keys: vec![11, 12] };
+        let bytes = pending.encode();
+        assert_eq!(PendingRecord::decode(&bytes, 1).unwrap(), pending);
+        for len in 0..bytes.len() {
+            assert!(PendingRecord::decode(&bytes[..len], 1).is_err());
+        }
+        let seg = SegmentRecord { doc_count: 3, byte_len: 4096, file_crc: 0xdead_beef };
+        assert_eq!(SegmentRecord::decode(&seg.encode(), 1).unwrap(), seg);
+        assert_eq!(segment_id_of(&segment_file_name(0xabc)), Some(0xabc));
+        assert_eq!(segment_id_of("seg-xyz.nds"), None);
+    }
+}

@@ -1,0 +1,991 @@
+//! The persistent index: a directory with a redb catalog, immutable
+//! memory-mapped segment files and a lock file (FORMAT.md §6–§8).
+//!
+//! - [`Index::create`] / [`Index::open`] / [`Index::open_read_only`].
+//! - [`Index::writer`] returns the single [`Writer`]; its inserts and deletes
+//!   go into one redb write transaction and are acknowledged by
+//!   [`Writer::commit`], the only commit point.
+//! - Committed documents not yet flushed live in the catalog's `pending`
+//!   table and in an in-memory delta rebuilt from it at open. When the delta
+//!   reaches [`IndexOptions::flush_threshold`] documents it is written to a
+//!   new segment (temporary name, fsync, rename, directory fsync, then one
+//!   redb transaction that records the segment and drops the pending copies).
+//! - [`Index::searcher`] returns a [`Searcher`]: a snapshot (a redb read
+//!   transaction plus `Arc`s of the segment list, delta and deletions) that
+//!   later commits and flushes do not change.
+
+mod catalog;
+mod error;
+mod mmap;
+pub mod segment;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTableMetadata};
+
+pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION};
+pub use error::IndexError;
+pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
+
+use catalog::{
+    DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING,
+    PENDING_LOCATION,
+};
+use mmap::SegmentBytes;
+use segment::{build_segment, Segment, SegmentDoc};
+
+use crate::config::SignatureConfig;
+use crate::hash::Fingerprint;
+use crate::oracle::{self, Match};
+use crate::signer::{DocumentSignature, Signer};
+use crate::similarity::Threshold;
+use crate::vector::SignatureVector;
+
+/// Name of the lock file a writer holds.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Tuning of an open index (not stored; each opener chooses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexOptions {
+    /// Pending documents that trigger a flush to a new segment at commit.
+    pub flush_threshold: usize,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions { flush_threshold: 50_000 }
+    }
+}
+
+/// What a writer is given to store.
+#[derive(Debug, Clone, Copy)]
+pub enum Document<'a> {
+    /// Plain text.
+    Text(&'a str),
+    /// An HTML page (bytes; the charset is sniffed).
+    Html(&'a [u8]),
+    /// Signatures computed elsewhere with the index's configuration.
+    Signatures(&'a DocumentSignature),
+}
+
+/// What became of an insert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InsertOutcome {
+    /// The new document's id.
+    pub id: u64,
+    /// The id of a live document with the same exact-content fingerprint,
+    /// if there is one.
+    pub exact_duplicate_of: Option<u64>,
+}
+
+/// A stored document as a searcher sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDocument {
+    /// Document id.
+    pub id: u64,
+    /// External key.
+    pub key: String,
+    /// Exact-content fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Descriptive metadata.
+    pub metadata: Metadata,
+    /// The signature vector.
+    pub vector: SignatureVector,
+}
+
+/// Counts describing an index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IndexStats {
+    /// Live documents.
+    pub documents: u64,
+    /// Deleted documents still held by segments (dropped by merging).
+    pub deleted: u64,
+    /// Committed documents not yet flushed to a segment.
+    pub pending: u64,
+    /// Live segments.
+    pub segments: u64,
+    /// Bytes of the catalog and all live segment files.
+    pub bytes_on_disk: u64,
+    /// Signature occurrences (Σ frequencies) over live documents.
+    pub signatures: u64,
+}
+
+#[derive(Debug)]
+struct DeltaDoc {
+    vector: SignatureVector,
+    band_keys: Vec<u64>,
+}
+
+#[derive(Debug)]
+struct LoadedSegment {
+    segment: Segment<SegmentBytes>,
+}
+
+/// The published, immutable state a searcher snapshots.
+#[derive(Debug, Default)]
+struct State {
+    segments: BTreeMap<u64, Arc<LoadedSegment>>,
+    delta: Arc<BTreeMap<u64, Arc<DeltaDoc>>>,
+    deleted: Arc<BTreeSet<u64>>,
+}
+
+enum Catalog {
+    Writable(redb::Database),
+    ReadOnly(redb::ReadOnlyDatabase),
+}
+
+impl Catalog {
+    fn begin_read(&self) -> Result<redb::ReadTransaction, IndexError> {
+        let txn = match self {
+            Catalog::Writable(db) => db.begin_read(),
+            Catalog::ReadOnly(db) => db.begin_read(),
+        };
+        txn.map_err(|e| IndexError::catalog("beginning a read")(e.into()))
+    }
+
+    fn begin_write(&self) -> Result<redb::WriteTransaction, IndexError> {
+        match self {
+            Catalog::Writable(db) => db.begin_write().map_err(|e| IndexError::catalog("beginning a write")(e.into())),
+            Catalog::ReadOnly(_) => Err(IndexError::ReadOnly),
+        }
+    }
+}
+
+/// An open index.
+pub struct Index {
+    dir: PathBuf,
+    catalog: Catalog,
+    signer: Arc<Signer>,
+    options: IndexOptions,
+    state: RwLock<Arc<State>>,
+    writer_lock: Mutex<()>,
+    _lock_file: Option<File>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index").field("dir", &self.dir).field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+fn redb_err<E: Into<redb::Error>>(context: &'static str) -> impl FnOnce(E) -> IndexError {
+    move |e| IndexError::catalog(context)(e.into())
+}
+
+fn sync_dir(dir: &Path) -> Result<(), IndexError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(IndexError::io(format!("syncing directory {}", dir.display())))
+}
+
+fn take_lock(dir: &Path) -> Result<File, IndexError> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(IndexError::io(format!("opening {}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(IndexError::Locked { path: dir.to_owned() }),
+        Err(fs::TryLockError::Error(e)) => Err(IndexError::io(format!("locking {}", path.display()))(e)),
+    }
+}
+
+fn meta_u64(table: &impl ReadableTable<&'static str, &'static [u8]>, name: &str) -> Result<u64, IndexError> {
+    let value = table.get(name).map_err(redb_err("reading meta"))?;
+    let bytes = value.as_ref().map(|v| v.value().to_vec()).unwrap_or_default();
+    bytes
+        .as_slice()
+        .try_into()
+        .map(u64::from_le_bytes)
+        .map_err(|_| IndexError::corrupted(CATALOG_FILE, "meta", 0, &format!("{name} missing or malformed")))
+}
+
+impl Index {
+    /// Creates a new index in `dir` (created if missing) and opens it for
+    /// writing.
+    ///
+    /// # Errors
+    /// [`IndexError::Config`] for an invalid configuration,
+    /// [`IndexError::AlreadyExists`] when `dir` holds an index,
+    /// [`IndexError::Locked`], [`IndexError::Io`], [`IndexError::Catalog`].
+    pub fn create(dir: impl AsRef<Path>, config: SignatureConfig) -> Result<Index, IndexError> {
+        Self::create_with(dir, config, IndexOptions::default())
+    }
+
+    /// [`Index::create`] with options.
+    ///
+    /// # Errors
+    /// As [`Index::create`].
+    pub fn create_with(
+        dir: impl AsRef<Path>,
+        config: SignatureConfig,
+        options: IndexOptions,
+    ) -> Result<Index, IndexError> {
+        let dir = dir.as_ref();
+        let signer = Signer::new(config)?;
+        fs::create_dir_all(dir).map_err(IndexError::io(format!("creating {}", dir.display())))?;
+        let lock = take_lock(dir)?;
+        let path = dir.join(CATALOG_FILE);
+        if path.exists() {
+            return Err(IndexError::AlreadyExists { path: dir.to_owned() });
+        }
+        let db = redb::Builder::new()
+            .set_concurrency_mode(redb::ConcurrencyMode::SingleWriter)
+            .create(&path)
+            .map_err(redb_err("creating the catalog"))?;
+        let txn = db.begin_write().map_err(redb_err("beginning a write"))?;
+        {
+            let mut meta = txn.open_table(META).map_err(redb_err("creating tables"))?;
+            let put = |meta: &mut redb::Table<&str, &[u8]>, k: &str, v: &[u8]| {
+                meta.insert(k, v).map(|_| ()).map_err(redb_err("writing meta"))
+            };
+            put(&mut meta, "format", &CATALOG_VERSION.to_le_bytes())?;
+            put(&mut meta, "config", &signer.config().encode())?;
+            put(&mut meta, "next_doc_id", &1u64.to_le_bytes())?;
+            put(&mut meta, "next_segment_id", &1u64.to_le_bytes())?;
+            txn.open_table(KEYS).map_err(redb_err("creating tables"))?;
+            txn.open_table(DOCS).map_err(redb_err("creating tables"))?;
+            txn.open_table(PENDING).map_err(redb_err("creating tables"))?;
+            txn.open_table(DELETED).map_err(redb_err("creating tables"))?;
+            txn.open_table(MANIFEST).map_err(redb_err("creating tables"))?;
+            txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("creating tables"))?;
+        }
+        txn.commit().map_err(redb_err("committing the new catalog"))?;
+        sync_dir(dir)?;
+        Ok(Index {
+            dir: dir.to_owned(),
+            catalog: Catalog::Writable(db),
+            signer: Arc::new(signer),
+            options,
+            state: RwLock::new(Arc::new(State::default())),
+            writer_lock: Mutex::new(()),
+            _lock_file: Some(lock),
+        })
+    }
+
+    /// Opens an existing index for writing. Files that no manifest lists
+    /// (an interrupted flush's leftovers) are removed.
+    ///
+    /// # Errors
+    /// [`IndexError::NotAnIndex`], [`IndexError::Locked`] when another
+    /// writer holds it, [`IndexError::Incompatible`],
+    /// [`IndexError::ConfigDecode`], [`IndexError::Corrupted`], ...
+    pub fn open(dir: impl AsRef<Path>) -> Result<Index, IndexError> {
+        Self::open_with(dir, IndexOptions::default())
+    }
+
+    /// [`Index::open`] with options.
+    ///
+    /// # Errors
+    /// As [`Index::open`].
+    pub fn open_with(dir: impl AsRef<Path>, options: IndexOptions) -> Result<Index, IndexError> {
+        let dir = dir.as_ref();
+        let path = dir.join(CATALOG_FILE);
+        if !path.is_file() {
+            return Err(IndexError::NotAnIndex { path: dir.to_owned() });
+        }
+        let lock = take_lock(dir)?;
+        let db = redb::Builder::new()
+            .set_concurrency_mode(redb::ConcurrencyMode::SingleWriter)
+            .open(&path)
+            .map_err(|e| Self::open_error(dir, e))?;
+        let index = Self::finish_open(dir, Catalog::Writable(db), options, Some(lock))?;
+        index.remove_unlisted_files()?;
+        Ok(index)
+    }
+
+    /// Opens an existing index read-only, alongside a writer in another
+    /// process if there is one; [`Index::reload`] picks up its later commits.
+    ///
+    /// # Errors
+    /// As [`Index::open`], except that it is never [`IndexError::Locked`].
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Index, IndexError> {
+        let dir = dir.as_ref();
+        let path = dir.join(CATALOG_FILE);
+        if !path.is_file() {
+            return Err(IndexError::NotAnIndex { path: dir.to_owned() });
+        }
+        let db = redb::Builder::new()
+            .set_concurrency_mode(redb::ConcurrencyMode::SingleWriter)
+            .open_read_only(&path)
+            .map_err(|e| Self::open_error(dir, e))?;
+        Self::finish_open(dir, Catalog::ReadOnly(db), IndexOptions::default(), None)
+    }
+
+    /// Opens an index for writing and checks that it was created with
+    /// `expected`.
+    ///
+    /// # Errors
+    /// [`IndexError::ConfigMismatch`] when it was not; otherwise as
+    /// [`Index::open`].
+    pub fn open_expecting(dir: impl AsRef<Path>, expected: &SignatureConfig) -> Result<Index, IndexError> {
+        let index = Self::open(dir)?;
+        if index.config() != expected {
+            return Err(IndexError::ConfigMismatch);
+        }
+        Ok(index)
+    }
+
+    fn open_error(dir: &Path, e: redb::DatabaseError) -> IndexError {
+        match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => IndexError::Locked { path: dir.to_owned() },
+            other => IndexError::catalog("opening the catalog")(other.into()),
+        }
+    }
+
+    fn finish_open(
+        dir: &Path,
+        catalog: Catalog,
+        options: IndexOptions,
+        lock: Option<File>,
+    ) -> Result<Index, IndexError> {
+        let txn = catalog.begin_read()?;
+        let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+        let format = meta.get("format").map_err(redb_err("reading meta"))?.map(|v| v.value().to_vec());
+        let format = format
+            .and_then(|b| b.as_slice().try_into().ok().map(u32::from_le_bytes))
+            .ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "meta", 0, "format version missing"))?;
+        if format != CATALOG_VERSION {
+            return Err(IndexError::Incompatible {
+                what: "catalog",
+                found: format,
+                supported: CATALOG_VERSION..=CATALOG_VERSION,
+            });
+        }
+        let config_bytes = meta.get("config").map_err(redb_err("reading meta"))?.map(|v| v.value().to_vec());
+        let config_bytes =
+            config_bytes.ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "meta", 0, "configuration missing"))?;
+        let config = SignatureConfig::decode(&config_bytes).map_err(IndexError::ConfigDecode)?;
+        let signer = Signer::new(config)?;
+        drop(meta);
+        let state = load_state(dir, &txn)?;
+        drop(txn);
+        Ok(Index {
+            dir: dir.to_owned(),
+            catalog,
+            signer: Arc::new(signer),
+            options,
+            state: RwLock::new(Arc::new(state)),
+            writer_lock: Mutex::new(()),
+            _lock_file: lock,
+        })
+    }
+
+    /// Removes segment files the manifest does not list and temporary files.
+    fn remove_unlisted_files(&self) -> Result<(), IndexError> {
+        let listed: BTreeSet<u64> = self.current().segments.keys().copied().collect();
+        let entries = fs::read_dir(&self.dir).map_err(IndexError::io(format!("listing {}", self.dir.display())))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let stale = name.ends_with(".tmp") || catalog::segment_id_of(&name).is_some_and(|id| !listed.contains(&id));
+            if stale {
+                fs::remove_file(entry.path()).map_err(IndexError::io(format!("removing {name}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The signature configuration the index was created with.
+    pub fn config(&self) -> &SignatureConfig {
+        self.signer.config()
+    }
+
+    /// The signer of this index's configuration.
+    pub fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
+    fn current(&self) -> Arc<State> {
+        match self.state.read() {
+            Ok(guard) => Arc::clone(&guard),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// The writer. Only one exists at a time per open index; a second call
+    /// waits for the first writer to commit or be dropped.
+    ///
+    /// # Errors
+    /// [`IndexError::ReadOnly`] for a read-only index; catalog errors.
+    pub fn writer(&self) -> Result<Writer<'_>, IndexError> {
+        let guard = self.writer_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let txn = self.catalog.begin_write()?;
+        let next_doc_id = {
+            let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+            meta_u64(&meta, "next_doc_id")?
+        };
+        Ok(Writer {
+            index: self,
+            txn: Some(txn),
+            _guard: guard,
+            next_doc_id,
+            added: BTreeMap::new(),
+            removed_pending: Vec::new(),
+            newly_deleted: Vec::new(),
+        })
+    }
+
+    /// A snapshot for reading. It stays valid and unchanged while the
+    /// writer inserts, commits and flushes.
+    ///
+    /// # Errors
+    /// Catalog errors.
+    pub fn searcher(&self) -> Result<Searcher, IndexError> {
+        // Holding the state lock while beginning the read transaction pairs
+        // them: commits publish both under the write lock.
+        let guard = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let txn = self.catalog.begin_read()?;
+        Ok(Searcher { state: Arc::clone(&guard), txn, signer: Arc::clone(&self.signer) })
+    }
+
+    /// Re-reads the catalog: a read-only index sees the writer's commits
+    /// made since it was opened or last reloaded.
+    ///
+    /// # Errors
+    /// Catalog errors, [`IndexError::Corrupted`] for damaged segments.
+    pub fn reload(&self) -> Result<(), IndexError> {
+        let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let txn = self.catalog.begin_read()?;
+        let fresh = load_state_reusing(&self.dir, &txn, &guard)?;
+        *guard = Arc::new(fresh);
+        Ok(())
+    }
+
+    /// Writes every pending document to a new segment now.
+    ///
+    /// # Errors
+    /// [`IndexError::ReadOnly`], I/O and catalog errors.
+    pub fn flush(&self) -> Result<(), IndexError> {
+        let _guard = self.writer_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.flush_locked()
+    }
+
+    /// The flush protocol; the caller holds the writer lock.
+    fn flush_locked(&self) -> Result<(), IndexError> {
+        let state = self.current();
+        if state.delta.is_empty() {
+            return Ok(());
+        }
+        let txn = self.catalog.begin_write()?;
+        let segment_id = {
+            let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+            meta_u64(&meta, "next_segment_id")?
+        };
+        let bands = self.config().minhash.bands;
+        let docs: Vec<SegmentDoc> = state
+            .delta
+            .iter()
+            .map(|(&id, d)| SegmentDoc { id, vector: d.vector.clone(), band_keys: d.band_keys.clone() })
+            .collect();
+        let bytes = build_segment(segment_id, bands, docs);
+        let name = segment_file_name(segment_id);
+        let path = self.dir.join(&name);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        {
+            let mut file = File::create(&tmp).map_err(IndexError::io(format!("creating {}", tmp.display())))?;
+            std::io::Write::write_all(&mut file, &bytes)
+                .map_err(IndexError::io(format!("writing {}", tmp.display())))?;
+            file.sync_all().map_err(IndexError::io(format!("syncing {}", tmp.display())))?;
+        }
+        fs::rename(&tmp, &path).map_err(IndexError::io(format!("renaming {} into place", tmp.display())))?;
+        sync_dir(&self.dir)?;
+        let record = SegmentRecord {
+            doc_count: state.delta.len() as u32,
+            byte_len: bytes.len() as u64,
+            file_crc: crc32fast::hash(&bytes),
+        };
+        drop(bytes);
+        {
+            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+            manifest.insert(segment_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
+            let mut docs = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
+            let mut pending = txn.open_table(PENDING).map_err(redb_err("opening pending"))?;
+            for &id in state.delta.keys() {
+                let raw = docs.get(id).map_err(redb_err("reading docs"))?.map(|v| v.value().to_vec());
+                let raw = raw
+                    .ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "docs", id, "pending document has no record"))?;
+                let mut record = DocRecord::decode(&raw, id)?;
+                record.location = segment_id;
+                docs.insert(id, record.encode().as_slice()).map_err(redb_err("writing docs"))?;
+                pending.remove(id).map_err(redb_err("removing pending"))?;
+            }
+            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+            meta.insert("next_segment_id", (segment_id + 1).to_le_bytes().as_slice())
+                .map_err(redb_err("writing meta"))?;
+        }
+        let loaded = Arc::new(open_segment(&self.dir, segment_id)?);
+        let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+        txn.commit().map_err(redb_err("committing the flush"))?;
+        let mut segments = guard.segments.clone();
+        segments.insert(segment_id, loaded);
+        let delta: BTreeMap<u64, Arc<DeltaDoc>> = guard
+            .delta
+            .iter()
+            .filter(|(id, _)| !state.delta.contains_key(id))
+            .map(|(k, v)| (*k, Arc::clone(v)))
+            .collect();
+        *guard = Arc::new(State { segments, delta: Arc::new(delta), deleted: Arc::clone(&guard.deleted) });
+        Ok(())
+    }
+
+    /// Counts describing the index now.
+    ///
+    /// # Errors
+    /// Catalog and I/O errors.
+    pub fn stats(&self) -> Result<IndexStats, IndexError> {
+        self.searcher()?.stats(&self.dir)
+    }
+
+    /// Checks every checksum and cross-checks the manifest, the catalog and
+    /// the segments.
+    ///
+    /// # Errors
+    /// The first problem found: [`IndexError::Corrupted`] naming the file,
+    /// section and offset, or an I/O or catalog error.
+    pub fn verify(&self) -> Result<(), IndexError> {
+        let searcher = self.searcher()?;
+        let txn = &searcher.txn;
+        let manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+        let mut per_segment: BTreeMap<u64, u64> = BTreeMap::new();
+        for row in manifest.iter().map_err(redb_err("reading manifest"))? {
+            let (id, raw) = row.map_err(redb_err("reading manifest"))?;
+            let (id, record) = (id.value(), SegmentRecord::decode(raw.value(), id.value())?);
+            let name = segment_file_name(id);
+            let bytes = fs::read(self.dir.join(&name)).map_err(IndexError::io(format!("reading {name}")))?;
+            if bytes.len() as u64 != record.byte_len || crc32fast::hash(&bytes) != record.file_crc {
+                return Err(IndexError::corrupted(&name, "file", 0, "size or checksum differs from the manifest"));
+            }
+            let segment = Segment::parse(bytes.as_slice(), &name)?;
+            segment.verify()?;
+            if segment.id() != id || segment.doc_count() != record.doc_count {
+                return Err(IndexError::corrupted(
+                    &name,
+                    "header",
+                    16,
+                    "id or document count differs from the manifest",
+                ));
+            }
+            per_segment.insert(id, 0);
+        }
+        let keys = txn.open_table(KEYS).map_err(redb_err("opening keys"))?;
+        let docs = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
+        let pending = txn.open_table(PENDING).map_err(redb_err("opening pending"))?;
+        let deleted = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
+        let fingerprints = txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("opening fingerprints"))?;
+        let bad = |table: &'static str, id: u64, reason: &str| IndexError::corrupted(CATALOG_FILE, table, id, reason);
+        let mut pending_docs = 0u64;
+        for row in docs.iter().map_err(redb_err("reading docs"))? {
+            let (id, raw) = row.map_err(redb_err("reading docs"))?;
+            let id = id.value();
+            let record = DocRecord::decode(raw.value(), id)?;
+            if keys.get(record.key.as_str()).map_err(redb_err("reading keys"))?.map(|v| v.value()) != Some(id) {
+                return Err(bad("keys", id, "document's key does not map back to it"));
+            }
+            let listed = fingerprints.get(record.fingerprint.0).map_err(redb_err("reading fingerprints"))?;
+            let mut found = false;
+            for entry in listed {
+                found |= entry.map_err(redb_err("reading fingerprints"))?.value() == id;
+            }
+            if !found {
+                return Err(bad("fingerprints", id, "document missing from the fingerprint table"));
+            }
+            if record.location == PENDING_LOCATION {
+                let raw = pending.get(id).map_err(redb_err("reading pending"))?;
+                let raw = raw.ok_or_else(|| bad("pending", id, "pending document has no vector"))?;
+                PendingRecord::decode(raw.value(), id)?;
+                pending_docs += 1;
+            } else {
+                let count = per_segment
+                    .get_mut(&record.location)
+                    .ok_or_else(|| bad("docs", id, "located in an unlisted segment"))?;
+                *count += 1;
+                let segment = searcher
+                    .state
+                    .segments
+                    .get(&record.location)
+                    .ok_or_else(|| bad("docs", id, "segment not loaded"))?;
+                if segment.segment.ordinal_of(id)?.is_none() {
+                    return Err(bad("docs", id, "segment does not hold the document"));
+                }
+            }
+        }
+        if pending.len().map_err(redb_err("reading pending"))? != pending_docs {
+            return Err(bad("pending", 0, "vectors of documents that do not exist"));
+        }
+        if keys.len().map_err(redb_err("reading keys"))? != docs.len().map_err(redb_err("reading docs"))? {
+            return Err(bad("keys", 0, "keys and documents differ in number"));
+        }
+        for row in deleted.iter().map_err(redb_err("reading deleted"))? {
+            let (id, segment_id) = row.map_err(redb_err("reading deleted"))?;
+            let count = per_segment
+                .get_mut(&segment_id.value())
+                .ok_or_else(|| bad("deleted", id.value(), "unlisted segment"))?;
+            *count += 1;
+        }
+        for (id, count) in per_segment {
+            let expected = searcher.state.segments.get(&id).map_or(0, |s| u64::from(s.segment.doc_count()));
+            if count != expected {
+                return Err(bad("manifest", id, "segment's documents are not all accounted for"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn open_segment(dir: &Path, id: u64) -> Result<LoadedSegment, IndexError> {
+    let name = segment_file_name(id);
+    let file = File::open(dir.join(&name)).map_err(IndexError::io(format!("opening {name}")))?;
+    let bytes = mmap::map_segment(&file).map_err(IndexError::io(format!("mapping {name}")))?;
+    Ok(LoadedSegment { segment: Segment::parse(bytes, &name)? })
+}
+
+fn load_state(dir: &Path, txn: &redb::ReadTransaction) -> Result<State, IndexError> {
+    load_state_reusing(dir, txn, &State::default())
+}
+
+/// Reads the published state from the catalog, keeping already-mapped
+/// segments that are still listed.
+fn load_state_reusing(dir: &Path, txn: &redb::ReadTransaction, old: &State) -> Result<State, IndexError> {
+    let manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+    let mut segments = BTreeMap::new();
+    for row in manifest.iter().map_err(redb_err("reading manifest"))? {
+        let (id, _) = row.map_err(redb_err("reading manifest"))?;
+        let id = id.value();
+        let loaded = match old.segments.get(&id) {
+            Some(s) => Arc::clone(s),
+            None => Arc::new(open_segment(dir, id)?),
+        };
+        segments.insert(id, loaded);
+    }
+    let pending = txn.open_table(PENDING).map_err(redb_err("opening pending"))?;
+    let mut delta = BTreeMap::new();
+    for row in pending.iter().map_err(redb_err("reading pending"))? {
+        let (id, raw) = row.map_err(redb_err("reading pending"))?;
+        let record = PendingRecord::decode(raw.value(), id.value())?;
+        delta.insert(id.value(), Arc::new(DeltaDoc { vector: record.vector, band_keys: record.band_keys }));
+    }
+    let deleted_table = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
+    let mut deleted = BTreeSet::new();
+    for row in deleted_table.iter().map_err(redb_err("reading deleted"))? {
+        deleted.insert(row.map_err(redb_err("reading deleted"))?.0.value());
+    }
+    Ok(State { segments, delta: Arc::new(delta), deleted: Arc::new(deleted) })
+}
+
+/// The single writer of an index. Inserts and deletes are staged in one
+/// catalog transaction; [`Writer::commit`] makes them durable and visible
+/// together. Dropping a writer without committing discards its changes.
+pub struct Writer<'a> {
+    index: &'a Index,
+    txn: Option<redb::WriteTransaction>,
+    _guard: MutexGuard<'a, ()>,
+    next_doc_id: u64,
+    added: BTreeMap<u64, Arc<DeltaDoc>>,
+    removed_pending: Vec<u64>,
+    newly_deleted: Vec<u64>,
+}
+
+impl std::fmt::Debug for Writer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("staged_inserts", &self.added.len()).finish_non_exhaustive()
+    }
+}
+
+impl Writer<'_> {
+    fn txn(&self) -> Result<&redb::WriteTransaction, IndexError> {
+        self.txn.as_ref().ok_or(IndexError::ReadOnly)
+    }
+
+    /// Stores a new document under `key`.
+    ///
+    /// # Errors
+    /// [`IndexError::DuplicateKey`] when `key` is taken; catalog errors.
+    pub fn insert(
+        &mut self,
+        key: &str,
+        document: Document<'_>,
+        metadata: Metadata,
+    ) -> Result<InsertOutcome, IndexError> {
+        if self.lookup(key)?.is_some() {
+            return Err(IndexError::DuplicateKey { key: key.to_owned() });
+        }
+        self.insert_unchecked(key, document, metadata)
+    }
+
+    /// Stores a document under `key`, replacing the one stored there if any.
+    ///
+    /// # Errors
+    /// Catalog errors.
+    pub fn replace(
+        &mut self,
+        key: &str,
+        document: Document<'_>,
+        metadata: Metadata,
+    ) -> Result<InsertOutcome, IndexError> {
+        self.delete(key)?;
+        self.insert_unchecked(key, document, metadata)
+    }
+
+    fn lookup(&self, key: &str) -> Result<Option<u64>, IndexError> {
+        let keys = self.txn()?.open_table(KEYS).map_err(redb_err("opening keys"))?;
+        let id = keys.get(key).map_err(redb_err("reading keys"))?.map(|v| v.value());
+        Ok(id)
+    }
+
+    fn insert_unchecked(
+        &mut self,
+        key: &str,
+        document: Document<'_>,
+        metadata: Metadata,
+    ) -> Result<InsertOutcome, IndexError> {
+        let signer = &self.index.signer;
+        let owned;
+        let signature = match document {
+            Document::Text(text) => {
+                owned = signer.sign_text(text);
+                &owned
+            }
+            Document::Html(html) => {
+                owned = signer.sign_html(html);
+                &owned
+            }
+            Document::Signatures(s) => s,
+        };
+        let id = self.next_doc_id;
+        self.next_doc_id += 1;
+        let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
+        let mut fingerprints = txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("opening fingerprints"))?;
+        let mut same = fingerprints.get(signature.fingerprint.0).map_err(redb_err("reading fingerprints"))?;
+        let exact_duplicate_of = match same.next() {
+            Some(entry) => Some(entry.map_err(redb_err("reading fingerprints"))?.value()),
+            None => None,
+        };
+        drop(same);
+        fingerprints.insert(signature.fingerprint.0, id).map_err(redb_err("writing fingerprints"))?;
+        let record =
+            DocRecord { key: key.to_owned(), location: PENDING_LOCATION, fingerprint: signature.fingerprint, metadata };
+        txn.open_table(KEYS).map_err(redb_err("opening keys"))?.insert(key, id).map_err(redb_err("writing keys"))?;
+        txn.open_table(DOCS)
+            .map_err(redb_err("opening docs"))?
+            .insert(id, record.encode().as_slice())
+            .map_err(redb_err("writing docs"))?;
+        let pending = PendingRecord { vector: signature.vector.clone(), band_keys: signature.band_keys.clone() };
+        txn.open_table(PENDING)
+            .map_err(redb_err("opening pending"))?
+            .insert(id, pending.encode().as_slice())
+            .map_err(redb_err("writing pending"))?;
+        self.added.insert(id, Arc::new(DeltaDoc { vector: pending.vector, band_keys: pending.band_keys }));
+        Ok(InsertOutcome { id, exact_duplicate_of })
+    }
+
+    /// Deletes the document stored under `key`; returns whether there was
+    /// one.
+    ///
+    /// # Errors
+    /// Catalog errors, [`IndexError::Corrupted`] for a damaged record.
+    pub fn delete(&mut self, key: &str) -> Result<bool, IndexError> {
+        let Some(id) = self.lookup(key)? else { return Ok(false) };
+        let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
+        txn.open_table(KEYS).map_err(redb_err("opening keys"))?.remove(key).map_err(redb_err("writing keys"))?;
+        let mut docs = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
+        let raw = docs.remove(id).map_err(redb_err("writing docs"))?.map(|v| v.value().to_vec());
+        let raw = raw.ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "keys", id, "key names a missing document"))?;
+        let record = DocRecord::decode(&raw, id)?;
+        let mut fingerprints = txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("opening fingerprints"))?;
+        fingerprints.remove(record.fingerprint.0, id).map_err(redb_err("writing fingerprints"))?;
+        if record.location == PENDING_LOCATION {
+            txn.open_table(PENDING)
+                .map_err(redb_err("opening pending"))?
+                .remove(id)
+                .map_err(redb_err("writing pending"))?;
+            if self.added.remove(&id).is_none() {
+                self.removed_pending.push(id);
+            }
+        } else {
+            txn.open_table(DELETED)
+                .map_err(redb_err("opening deleted"))?
+                .insert(id, record.location)
+                .map_err(redb_err("writing deleted"))?;
+            self.newly_deleted.push(id);
+        }
+        Ok(true)
+    }
+
+    /// Makes every staged change durable (one redb commit) and visible to
+    /// new searchers; flushes the delta to a segment when it has reached the
+    /// index's flush threshold. Returns the number of pending documents
+    /// after the commit (and any flush).
+    ///
+    /// # Errors
+    /// Catalog and I/O errors. When the error comes from the commit itself,
+    /// nothing staged was acknowledged; when it comes from the flush that
+    /// follows, the commit stands and the documents stay pending.
+    pub fn commit(mut self) -> Result<usize, IndexError> {
+        let txn = self.txn.take().ok_or(IndexError::ReadOnly)?;
+        {
+            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+            meta.insert("next_doc_id", self.next_doc_id.to_le_bytes().as_slice()).map_err(redb_err("writing meta"))?;
+        }
+        let index = self.index;
+        let pending = {
+            let mut guard = index.state.write().unwrap_or_else(|p| p.into_inner());
+            txn.commit().map_err(redb_err("committing"))?;
+            let mut delta = (*guard.delta).clone();
+            for id in &self.removed_pending {
+                delta.remove(id);
+            }
+            delta.extend(std::mem::take(&mut self.added));
+            let mut deleted = (*guard.deleted).clone();
+            deleted.extend(self.newly_deleted.drain(..));
+            let pending = delta.len();
+            *guard = Arc::new(State {
+                segments: guard.segments.clone(),
+                delta: Arc::new(delta),
+                deleted: Arc::new(deleted),
+            });
+            pending
+        };
+        if pending >= index.options.flush_threshold {
+            index.flush_locked()?;
+            return Ok(index.current().delta.len());
+        }
+        Ok(pending)
+    }
+}
+
+/// A read snapshot of an index.
+pub struct Searcher {
+    state: Arc<State>,
+    txn: redb::ReadTransaction,
+    signer: Arc<Signer>,
+}
+
+impl std::fmt::Debug for Searcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Searcher").field("segments", &self.state.segments.len()).finish_non_exhaustive()
+    }
+}
+
+impl Searcher {
+    /// The signer of the index's configuration (to sign query documents).
+    pub fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
+    /// The document stored under `key`.
+    ///
+    /// # Errors
+    /// Catalog errors, [`IndexError::Corrupted`].
+    pub fn get(&self, key: &str) -> Result<Option<StoredDocument>, IndexError> {
+        let keys = self.txn.open_table(KEYS).map_err(redb_err("opening keys"))?;
+        let id = keys.get(key).map_err(redb_err("reading keys"))?.map(|v| v.value());
+        match id {
+            Some(id) => self.get_by_id(id),
+            None => Ok(None),
+        }
+    }
+
+    /// The document with id `id`.
+    ///
+    /// # Errors
+    /// Catalog errors, [`IndexError::Corrupted`].
+    pub fn get_by_id(&self, id: u64) -> Result<Option<StoredDocument>, IndexError> {
+        let docs = self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
+        let Some(raw) = docs.get(id).map_err(redb_err("reading docs"))? else { return Ok(None) };
+        let record = DocRecord::decode(raw.value(), id)?;
+        let vector = self.vector(id, record.location)?;
+        Ok(Some(StoredDocument {
+            id,
+            key: record.key,
+            fingerprint: record.fingerprint,
+            metadata: record.metadata,
+            vector,
+        }))
+    }
+
+    fn vector(&self, id: u64, location: u64) -> Result<SignatureVector, IndexError> {
+        if location == PENDING_LOCATION {
+            return self
+                .state
+                .delta
+                .get(&id)
+                .map(|d| d.vector.clone())
+                .ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "pending", id, "pending document has no vector"));
+        }
+        let missing = || IndexError::corrupted(CATALOG_FILE, "docs", id, "document's segment does not hold it");
+        let segment = &self.state.segments.get(&location).ok_or_else(missing)?.segment;
+        let ordinal = segment.ordinal_of(id)?.ok_or_else(missing)?;
+        segment.vector(ordinal)
+    }
+
+    /// Calls `f(id, vector)` for every live document: segments in id order
+    /// of segment, then the delta.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for damaged segments.
+    pub fn for_each_live(&self, mut f: impl FnMut(u64, &SignatureVector)) -> Result<(), IndexError> {
+        for loaded in self.state.segments.values() {
+            let segment = &loaded.segment;
+            for ordinal in 0..segment.doc_count() {
+                let entry = segment.entry(ordinal)?;
+                if !self.state.deleted.contains(&entry.id) {
+                    f(entry.id, &segment.vector(ordinal)?);
+                }
+            }
+        }
+        for (&id, doc) in self.state.delta.iter() {
+            f(id, &doc.vector);
+        }
+        Ok(())
+    }
+
+    /// Every live document with `sim(query, d) ≥ τ` under the index's
+    /// similarity, in ascending id order, by comparing the query with every
+    /// live document. Exact; linear in the index size (the pruned query of
+    /// the SpotSigs paper replaces this scan in a later release).
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for damaged segments.
+    pub fn query_exhaustive(&self, query: &SignatureVector, tau: Threshold) -> Result<Vec<Match>, IndexError> {
+        let measure = self.signer.config().similarity;
+        let mut out = Vec::new();
+        self.for_each_live(|id, d| out.extend(oracle::query([(id, d)], query, measure, tau)))?;
+        out.sort_unstable_by_key(|m| m.id);
+        Ok(out)
+    }
+
+    /// Number of live documents.
+    pub fn len(&self) -> u64 {
+        let in_segments: u64 = self.state.segments.values().map(|s| u64::from(s.segment.doc_count())).sum();
+        in_segments - self.state.deleted.len() as u64 + self.state.delta.len() as u64
+    }
+
+    /// True when no document is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn stats(&self, dir: &Path) -> Result<IndexStats, IndexError> {
+        let mut signatures = 0;
+        self.for_each_live(|_, v| signatures += v.total())?;
+        let catalog_bytes = fs::metadata(dir.join(CATALOG_FILE)).map(|m| m.len()).unwrap_or(0);
+        let segment_bytes: u64 = self.state.segments.values().map(|s| s.segment.byte_len() as u64).sum();
+        Ok(IndexStats {
+            documents: self.len(),
+            deleted: self.state.deleted.len() as u64,
+            pending: self.state.delta.len() as u64,
+            segments: self.state.segments.len() as u64,
+            bytes_on_disk: catalog_bytes + segment_bytes,
+            signatures,
+        })
+    }
+}

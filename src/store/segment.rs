@@ -1,0 +1,615 @@
+//! Segment files (FORMAT.md §7): the writer that builds one from flushed
+//! documents and the reader that parses one from bytes (a memory map in the
+//! index, a `Vec` in tests and fuzzing). The reader checks the header and the
+//! section table when it opens and every section's CRC32 in [`Segment::verify`];
+//! every access is bounds-checked, so corrupt bytes give
+//! [`IndexError::Corrupted`], never a panic.
+
+use std::collections::BTreeMap;
+
+use roaring::RoaringBitmap;
+
+use super::error::IndexError;
+use crate::vector::SignatureVector;
+
+/// First eight bytes of every segment file.
+pub const SEGMENT_MAGIC: [u8; 8] = *b"NDXSEGMT";
+/// The segment format version this build writes and reads.
+pub const SEGMENT_VERSION: u32 = 1;
+const HEADER_LEN: usize = 64;
+const TABLE_ENTRY_LEN: usize = 24;
+const DOC_ENTRY_LEN: usize = 24;
+
+/// Section kinds, in the order they are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SectionKind {
+    /// Per ordinal: document id, length, first vector entry, distinct count.
+    Docs = 1,
+    /// Distinct lengths with the first ordinal of each: the length directory.
+    Lengths = 2,
+    /// Signature hashes of every vector, end to end.
+    Hashes = 3,
+    /// Frequencies parallel to `Hashes`.
+    Freqs = 4,
+    /// Distinct signature hashes, ascending: the posting-list keys.
+    PostingKeys = 5,
+    /// Byte offsets of each posting list in `PostingData`, plus the end.
+    PostingOffsets = 6,
+    /// Serialized roaring bitmaps of ordinals.
+    PostingData = 7,
+    /// Per ordinal, the document's band keys.
+    DocBands = 8,
+    /// Distinct band keys, ascending.
+    BandKeys = 9,
+    /// Byte offsets of each band bucket in `BandData`, plus the end.
+    BandOffsets = 10,
+    /// Serialized roaring bitmaps of ordinals.
+    BandData = 11,
+    /// `(document id, ordinal)` pairs sorted by id: look-up by id.
+    IdIndex = 12,
+}
+
+const SECTIONS: [SectionKind; 12] = [
+    SectionKind::Docs,
+    SectionKind::Lengths,
+    SectionKind::Hashes,
+    SectionKind::Freqs,
+    SectionKind::PostingKeys,
+    SectionKind::PostingOffsets,
+    SectionKind::PostingData,
+    SectionKind::DocBands,
+    SectionKind::BandKeys,
+    SectionKind::BandOffsets,
+    SectionKind::BandData,
+    SectionKind::IdIndex,
+];
+
+/// One document handed to the segment writer.
+#[derive(Debug, Clone)]
+pub struct SegmentDoc {
+    /// Global document id.
+    pub id: u64,
+    /// Its signature vector.
+    pub vector: SignatureVector,
+    /// Its LSH band keys (exactly `bands` of them, or none when it has no
+    /// signatures).
+    pub band_keys: Vec<u64>,
+}
+
+/// Builds the bytes of a segment file. Documents are ordered by (length,
+/// id), so that ordinal ranges are length ranges.
+pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> Vec<u8> {
+    docs.sort_by_key(|d| (d.vector.total(), d.id));
+    let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
+    let mut postings: BTreeMap<u64, RoaringBitmap> = BTreeMap::new();
+    let mut band_buckets: BTreeMap<u64, RoaringBitmap> = BTreeMap::new();
+    let mut entries = 0u64;
+    let mut last_length = None;
+    for (ordinal, doc) in docs.iter().enumerate() {
+        let ordinal = ordinal as u32;
+        let length = doc.vector.total();
+        let docs_section = &mut sections[0];
+        docs_section.extend_from_slice(&doc.id.to_le_bytes());
+        docs_section.extend_from_slice(&length.to_le_bytes());
+        docs_section.extend_from_slice(&(entries as u32).to_le_bytes());
+        docs_section.extend_from_slice(&(doc.vector.distinct() as u32).to_le_bytes());
+        if last_length != Some(length) {
+            sections[1].extend_from_slice(&length.to_le_bytes());
+            sections[1].extend_from_slice(&u64::from(ordinal).to_le_bytes());
+            last_length = Some(length);
+        }
+        for (hash, freq) in doc.vector.iter() {
+            sections[2].extend_from_slice(&hash.to_le_bytes());
+            sections[3].extend_from_slice(&freq.to_le_bytes());
+            postings.entry(hash).or_default().insert(ordinal);
+        }
+        entries += doc.vector.distinct();
+        for slot in 0..bands as usize {
+            let key = doc.band_keys.get(slot).copied();
+            sections[7].extend_from_slice(&key.unwrap_or(0).to_le_bytes());
+            if let Some(key) = key {
+                band_buckets.entry(key).or_default().insert(ordinal);
+            }
+        }
+    }
+    write_bitmap_table(&postings, &mut sections, 4);
+    write_bitmap_table(&band_buckets, &mut sections, 8);
+    let mut by_id: Vec<(u64, u64)> = docs.iter().enumerate().map(|(o, d)| (d.id, o as u64)).collect();
+    by_id.sort_unstable();
+    for (id, ordinal) in by_id {
+        sections[11].extend_from_slice(&id.to_le_bytes());
+        sections[11].extend_from_slice(&ordinal.to_le_bytes());
+    }
+
+    let table_len = SECTIONS.len() * TABLE_ENTRY_LEN;
+    let mut out = Vec::with_capacity(HEADER_LEN + table_len + sections.iter().map(Vec::len).sum::<usize>() + 64);
+    out.extend_from_slice(&SEGMENT_MAGIC);
+    out.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(SECTIONS.len() as u32).to_le_bytes());
+    out.extend_from_slice(&segment_id.to_le_bytes());
+    out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+    out.extend_from_slice(&bands.to_le_bytes());
+    out.extend_from_slice(&entries.to_le_bytes());
+    out.resize(60, 0);
+    let header_crc = crc32fast::hash(&out);
+    out.extend_from_slice(&header_crc.to_le_bytes());
+    let mut offset = align8(HEADER_LEN + table_len);
+    for (kind, bytes) in SECTIONS.iter().zip(&sections) {
+        out.extend_from_slice(&(*kind as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(bytes).to_le_bytes());
+        out.extend_from_slice(&(offset as u64).to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        offset = align8(offset + bytes.len());
+    }
+    for bytes in &sections {
+        out.resize(align8(out.len()), 0);
+        out.extend_from_slice(bytes);
+    }
+    out
+}
+
+fn align8(n: usize) -> usize {
+    n.div_ceil(8) * 8
+}
+
+/// Writes keys, offsets and serialized bitmaps into sections `first`,
+/// `first + 1` and `first + 2`.
+fn write_bitmap_table(table: &BTreeMap<u64, RoaringBitmap>, sections: &mut [Vec<u8>], first: usize) {
+    let mut data = Vec::new();
+    let mut offsets = Vec::with_capacity((table.len() + 1) * 8);
+    for (key, bitmap) in table {
+        sections[first].extend_from_slice(&key.to_le_bytes());
+        offsets.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        // Writing into a Vec cannot fail.
+        let _ = bitmap.serialize_into(&mut data);
+    }
+    offsets.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    sections[first + 1] = offsets;
+    sections[first + 2] = data;
+}
+
+/// A parsed segment over its bytes.
+#[derive(Debug)]
+pub struct Segment<B: AsRef<[u8]>> {
+    bytes: B,
+    name: String,
+    id: u64,
+    doc_count: u32,
+    bands: u32,
+    sections: [(usize, usize, u32); 12],
+}
+
+/// One document of a segment, by ordinal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentEntry {
+    /// Global document id.
+    pub id: u64,
+    /// |d|: the sum of frequencies.
+    pub length: u64,
+    first: u32,
+    distinct: u32,
+}
+
+impl<B: AsRef<[u8]>> Segment<B> {
+    /// Parses the header and section table. `name` is used in errors.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for anything malformed,
+    /// [`IndexError::Incompatible`] for another format version.
+    pub fn parse(bytes: B, name: &str) -> Result<Self, IndexError> {
+        let data = bytes.as_ref();
+        let corrupt = |offset: usize, reason: &str| IndexError::corrupted(name, "header", offset as u64, reason);
+        if data.len() < HEADER_LEN {
+            return Err(corrupt(0, "file shorter than the header"));
+        }
+        if data[..8] != SEGMENT_MAGIC {
+            return Err(corrupt(0, "bad magic"));
+        }
+        if crc32fast::hash(&data[..60]) != le_u32(data, 60) {
+            return Err(corrupt(60, "header checksum mismatch"));
+        }
+        let version = le_u32(data, 8);
+        if version != SEGMENT_VERSION {
+            return Err(IndexError::Incompatible {
+                what: "segment",
+                found: version,
+                supported: SEGMENT_VERSION..=SEGMENT_VERSION,
+            });
+        }
+        let count = le_u32(data, 12) as usize;
+        if count != SECTIONS.len() {
+            return Err(corrupt(12, "unexpected section count"));
+        }
+        let id = le_u64(data, 16);
+        let doc_count = le_u32(data, 24);
+        let bands = le_u32(data, 28);
+        let table_end = HEADER_LEN + count * TABLE_ENTRY_LEN;
+        if data.len() < table_end {
+            return Err(corrupt(HEADER_LEN, "section table truncated"));
+        }
+        let mut sections = [(0usize, 0usize, 0u32); 12];
+        for (i, kind) in SECTIONS.iter().enumerate() {
+            let at = HEADER_LEN + i * TABLE_ENTRY_LEN;
+            if le_u32(data, at) != *kind as u32 {
+                return Err(corrupt(at, "unexpected section kind"));
+            }
+            let offset = le_u64(data, at + 8);
+            let length = le_u64(data, at + 16);
+            let end = offset.checked_add(length).filter(|&e| e <= data.len() as u64);
+            if end.is_none() || !offset.is_multiple_of(8) || offset < table_end as u64 {
+                return Err(corrupt(at, "section outside the file"));
+            }
+            sections[i] = (offset as usize, length as usize, le_u32(data, at + 4));
+        }
+        let segment = Segment { bytes, name: name.to_owned(), id, doc_count, bands, sections };
+        segment.check_shapes()?;
+        Ok(segment)
+    }
+
+    /// Section sizes must agree with the header and with each other.
+    fn check_shapes(&self) -> Result<(), IndexError> {
+        let docs = self.doc_count as usize;
+        let entries = le_u64(self.bytes.as_ref(), 32);
+        let expect = |kind: SectionKind, len: u128| -> Result<(), IndexError> {
+            if self.section(kind).len() as u128 != len {
+                return Err(self.corrupted(kind, 0, "section size disagrees with the header"));
+            }
+            Ok(())
+        };
+        expect(SectionKind::Docs, (docs * DOC_ENTRY_LEN) as u128)?;
+        expect(SectionKind::Hashes, u128::from(entries) * 8)?;
+        expect(SectionKind::Freqs, u128::from(entries) * 4)?;
+        expect(SectionKind::DocBands, docs as u128 * u128::from(self.bands) * 8)?;
+        let postings = self.section(SectionKind::PostingKeys).len() / 8;
+        expect(SectionKind::PostingOffsets, (postings as u128 + 1) * 8)?;
+        let buckets = self.section(SectionKind::BandKeys).len() / 8;
+        expect(SectionKind::BandOffsets, (buckets as u128 + 1) * 8)?;
+        expect(SectionKind::IdIndex, docs as u128 * 16)?;
+        if !self.section(SectionKind::Lengths).len().is_multiple_of(16) {
+            return Err(self.corrupted(SectionKind::Lengths, 0, "length directory is not whole entries"));
+        }
+        Ok(())
+    }
+
+    fn section(&self, kind: SectionKind) -> &[u8] {
+        let (offset, length, _) = self.sections[kind as usize - 1];
+        &self.bytes.as_ref()[offset..offset + length]
+    }
+
+    fn corrupted(&self, kind: SectionKind, offset: usize, reason: &str) -> IndexError {
+        IndexError::corrupted(&self.name, section_name(kind), offset as u64, reason)
+    }
+
+    /// Checks every section's CRC32.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] naming the first section that fails.
+    pub fn verify(&self) -> Result<(), IndexError> {
+        for kind in SECTIONS {
+            let crc = self.sections[kind as usize - 1].2;
+            if crc32fast::hash(self.section(kind)) != crc {
+                return Err(self.corrupted(kind, 0, "section checksum mismatch"));
+            }
+        }
+        // Every list must decode and point at existing ordinals.
+        for (keys, offsets, data) in [
+            (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData),
+            (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData),
+        ] {
+            for i in 0..self.section(keys).len() / 8 {
+                let bitmap = self.bitmap_at(offsets, data, i)?;
+                if bitmap.max().is_some_and(|m| m >= self.doc_count) {
+                    return Err(self.corrupted(data, i, "bitmap names an ordinal past the last document"));
+                }
+            }
+        }
+        for ordinal in 0..self.doc_count {
+            let entry = self.entry(ordinal)?;
+            if self.ordinal_of(entry.id)? != Some(ordinal) {
+                return Err(self.corrupted(SectionKind::IdIndex, 0, "id index disagrees with the documents"));
+            }
+            let vector = self.vector(ordinal)?;
+            if vector.total() != entry.length {
+                return Err(self.corrupted(SectionKind::Docs, ordinal as usize * DOC_ENTRY_LEN, "length disagrees"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The segment id from the header.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Number of documents (live or deleted) in the segment.
+    pub fn doc_count(&self) -> u32 {
+        self.doc_count
+    }
+
+    /// Size of the segment in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.bytes.as_ref().len()
+    }
+
+    /// The document at `ordinal`.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when its entry points outside the vectors.
+    pub fn entry(&self, ordinal: u32) -> Result<SegmentEntry, IndexError> {
+        let docs = self.section(SectionKind::Docs);
+        let at = ordinal as usize * DOC_ENTRY_LEN;
+        if ordinal >= self.doc_count {
+            return Err(self.corrupted(SectionKind::Docs, at, "ordinal past the last document"));
+        }
+        let entry = SegmentEntry {
+            id: le_u64(docs, at),
+            length: le_u64(docs, at + 8),
+            first: le_u32(docs, at + 16),
+            distinct: le_u32(docs, at + 20),
+        };
+        let end = u64::from(entry.first) + u64::from(entry.distinct);
+        if end * 8 > self.section(SectionKind::Hashes).len() as u64 {
+            return Err(self.corrupted(SectionKind::Docs, at, "vector range outside the hashes"));
+        }
+        Ok(entry)
+    }
+
+    /// The signature vector of the document at `ordinal`.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the stored vector is malformed.
+    pub fn vector(&self, ordinal: u32) -> Result<SignatureVector, IndexError> {
+        let entry = self.entry(ordinal)?;
+        let (hashes, freqs) = (self.section(SectionKind::Hashes), self.section(SectionKind::Freqs));
+        let range = entry.first as usize..entry.first as usize + entry.distinct as usize;
+        let pairs: Vec<(u64, u32)> = range.map(|i| (le_u64(hashes, i * 8), le_u32(freqs, i * 4))).collect();
+        let sorted = pairs.windows(2).all(|w| w[0].0 < w[1].0) && pairs.iter().all(|&(_, f)| f > 0);
+        if !sorted {
+            return Err(self.corrupted(SectionKind::Hashes, entry.first as usize * 8, "vector not strictly sorted"));
+        }
+        Ok(SignatureVector::from_pairs(pairs))
+    }
+
+    /// The band keys of the document at `ordinal` (empty when it has no
+    /// signatures).
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for an ordinal past the end.
+    pub fn band_keys(&self, ordinal: u32) -> Result<Vec<u64>, IndexError> {
+        let entry = self.entry(ordinal)?;
+        if entry.distinct == 0 {
+            return Ok(Vec::new());
+        }
+        let section = self.section(SectionKind::DocBands);
+        let at = ordinal as usize * self.bands as usize * 8;
+        Ok((0..self.bands as usize).map(|b| le_u64(section, at + b * 8)).collect())
+    }
+
+    /// The posting list of a signature hash: ordinals in length order.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the stored bitmap does not decode.
+    pub fn postings(&self, hash: u64) -> Result<Option<RoaringBitmap>, IndexError> {
+        self.lookup(SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData, hash)
+    }
+
+    /// The ordinals whose band key `key` (any band) matches.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the stored bitmap does not decode.
+    pub fn band_bucket(&self, key: u64) -> Result<Option<RoaringBitmap>, IndexError> {
+        self.lookup(SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData, key)
+    }
+
+    fn lookup(
+        &self,
+        keys: SectionKind,
+        offsets: SectionKind,
+        data: SectionKind,
+        key: u64,
+    ) -> Result<Option<RoaringBitmap>, IndexError> {
+        let section = self.section(keys);
+        let n = section.len() / 8;
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match le_u64(section, mid * 8).cmp(&key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.bitmap_at(offsets, data, mid).map(Some),
+            }
+        }
+        Ok(None)
+    }
+
+    fn bitmap_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<RoaringBitmap, IndexError> {
+        let table = self.section(offsets);
+        let (start, end) = (le_u64(table, i * 8), le_u64(table, i * 8 + 8));
+        let bytes = self.section(data);
+        let slice = (start <= end && end <= bytes.len() as u64).then(|| &bytes[start as usize..end as usize]);
+        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * 8, "bitmap offsets out of range"))?;
+        RoaringBitmap::deserialize_from(slice).map_err(|e| self.corrupted(data, start as usize, &e.to_string()))
+    }
+
+    /// The ordinal of document `id`, if this segment holds it.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the id index points past the documents.
+    pub fn ordinal_of(&self, id: u64) -> Result<Option<u32>, IndexError> {
+        let index = self.section(SectionKind::IdIndex);
+        let (mut lo, mut hi) = (0, index.len() / 16);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match le_u64(index, mid * 16).cmp(&id) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    let ordinal = le_u64(index, mid * 16 + 8);
+                    if ordinal >= u64::from(self.doc_count) {
+                        return Err(self.corrupted(SectionKind::IdIndex, mid * 16, "ordinal past the last document"));
+                    }
+                    return Ok(Some(ordinal as u32));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The ordinal range `[first, end)` of documents with length in
+    /// `[min, max]`, from the length directory.
+    pub fn length_range(&self, min: u64, max: u64) -> std::ops::Range<u32> {
+        let dir = self.section(SectionKind::Lengths);
+        let n = dir.len() / 16;
+        let length_at = |i: usize| le_u64(dir, i * 16);
+        let ordinal_at = |i: usize| (le_u64(dir, i * 16 + 8) as u32).min(self.doc_count);
+        let first = (0..n).find(|&i| length_at(i) >= min).map_or(self.doc_count, ordinal_at);
+        let end = (0..n).find(|&i| length_at(i) > max).map_or(self.doc_count, ordinal_at);
+        first..end.max(first)
+    }
+}
+
+fn section_name(kind: SectionKind) -> &'static str {
+    match kind {
+        SectionKind::Docs => "docs",
+        SectionKind::Lengths => "lengths",
+        SectionKind::Hashes => "hashes",
+        SectionKind::Freqs => "freqs",
+        SectionKind::PostingKeys => "posting keys",
+        SectionKind::PostingOffsets => "posting offsets",
+        SectionKind::PostingData => "posting data",
+        SectionKind::DocBands => "document band keys",
+        SectionKind::BandKeys => "band keys",
+        SectionKind::BandOffsets => "band offsets",
+        SectionKind::BandData => "band data",
+        SectionKind::IdIndex => "id index",
+    }
+}
+
+/// Little-endian `u32` at `at`, or 0 past the end (callers check sizes
+/// first; this only keeps a wrong size from panicking).
+fn le_u32(bytes: &[u8], at: usize) -> u32 {
+    bytes.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes)
+}
+
+fn le_u64(bytes: &[u8], at: usize) -> u64 {
+    bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs() -> Vec<SegmentDoc> {
+        vec![
+            SegmentDoc { id: 10, vector: SignatureVector::from_pairs([(5, 2), (9, 1)]), band_keys: vec![1, 2] },
+            SegmentDoc { id: 3, vector: SignatureVector::from_pairs([(5, 1)]), band_keys: vec![1, 7] },
+            SegmentDoc { id: 4, vector: SignatureVector::new(), band_keys: vec![] },
+            SegmentDoc { id: 7, vector: SignatureVector::from_pairs([(1, 1), (9, 1), (12, 1)]), band_keys: vec![3, 2] },
+        ]
+    }
+
+    #[test]
+    fn round_trip() {
+        let bytes = build_segment(42, 2, docs());
+        let seg = Segment::parse(bytes, "seg").unwrap();
+        seg.verify().unwrap();
+        assert_eq!((seg.id(), seg.doc_count()), (42, 4));
+        // Ordered by (length, id): 4 (0), 3 (1), 10 (3), 7 (3).
+        let ids: Vec<u64> = (0..4).map(|o| seg.entry(o).unwrap().id).collect();
+        assert_eq!(ids, [4, 3, 7, 10]);
+        assert_eq!(seg.vector(3).unwrap(), SignatureVector::from_pairs([(5, 2), (9, 1)]));
+        assert_eq!(seg.postings(9).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(seg.postings(6).unwrap(), None);
+        assert_eq!(seg.band_bucket(2).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(seg.band_keys(0).unwrap(), Vec::<u64>::new());
+        assert_eq!(seg.band_keys(1).unwrap(), [1, 7]);
+        assert_eq!(seg.length_range(1, 3), 1..4);
+        assert_eq!(seg.length_range(2, 2), 2..2);
+        assert_eq!(seg.length_range(3, 100), 2..4);
+        assert_eq!(seg.length_range(4, 100), 4..4);
+        assert_eq!(seg.ordinal_of(10).unwrap(), Some(3));
+        assert_eq!(seg.ordinal_of(4).unwrap(), Some(0));
+        assert_eq!(seg.ordinal_of(5).unwrap(), None);
+    }
+
+    #[test]
+    fn every_bit_flip_and_truncation_is_detected() {
+        let bytes = build_segment(1, 2, docs());
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            let detected = match Segment::parse(flipped.as_slice(), "seg") {
+                Err(_) => true,
+                Ok(seg) => seg.verify().is_err(),
+            };
+            // Alignment padding between sections is covered by no checksum.
+            let (_, in_section) = locate(&bytes, bit / 8);
+            assert!(detected || !in_section, "bit {bit} flipped went unnoticed");
+        }
+        for len in 0..bytes.len() {
+            let truncated = &bytes[..len];
+            assert!(
+                Segment::parse(truncated, "seg").is_err_and(|e| matches!(e, IndexError::Corrupted { .. })),
+                "{len}"
+            );
+        }
+    }
+
+    /// Whether byte `at` is in the header, the table or a section.
+    fn locate(bytes: &[u8], at: usize) -> ((), bool) {
+        if at < HEADER_LEN + SECTIONS.len() * TABLE_ENTRY_LEN {
+            return ((), true);
+        }
+        let seg = Segment::parse(bytes, "seg").unwrap();
+        ((), seg.sections.iter().any(|&(o, l, _)| (o..o + l).contains(&at)))
+    }
+
+    /// FORMAT.md §7, byte for byte: header fields at their offsets, the
+    /// table after the header, sections 8-aligned with the sizes the
+    /// header implies.
+    #[test]
+    fn layout_matches_format_md() {
+        let bytes = build_segment(0x0102_0304_0506_0708, 2, docs());
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        assert_eq!(&bytes[0..8], b"NDXSEGMT");
+        assert_eq!(u32_at(8), 1);
+        assert_eq!(u32_at(12), 12);
+        assert_eq!(u64_at(16), 0x0102_0304_0506_0708);
+        assert_eq!(u32_at(24), 4);
+        assert_eq!(u32_at(28), 2);
+        assert_eq!(u64_at(32), 6, "vector entries: 2 + 1 + 0 + 3");
+        assert!(bytes[40..60].iter().all(|&b| b == 0));
+        assert_eq!(u32_at(60), crc32fast::hash(&bytes[..60]));
+        let (n, e, k, b) = (4u64, 6u64, 4u64, 4u64); // docs, entries, distinct hashes {1,5,9,12}, band keys {1,2,3,7}; lengths {0,1,3}
+        let expected_sizes = [
+            24 * n,
+            16 * 3,
+            8 * e,
+            4 * e,
+            8 * k,
+            8 * (k + 1),
+            u64::MAX,
+            8 * 2 * n,
+            8 * b,
+            8 * (b + 1),
+            u64::MAX,
+            16 * n,
+        ];
+        let mut previous_end = 352u64;
+        for (i, expected) in expected_sizes.into_iter().enumerate() {
+            let at = 64 + i * 24;
+            assert_eq!(u32_at(at), i as u32 + 1, "kind of entry {i}");
+            let (offset, length) = (u64_at(at + 8), u64_at(at + 16));
+            assert_eq!(offset % 8, 0);
+            assert_eq!(offset, previous_end.div_ceil(8) * 8, "section {} follows the previous one", i + 1);
+            if expected != u64::MAX {
+                assert_eq!(length, expected, "size of section {}", i + 1);
+            }
+            assert_eq!(u32_at(at + 4), crc32fast::hash(&bytes[offset as usize..(offset + length) as usize]));
+            previous_end = offset + length;
+        }
+        assert_eq!(previous_end, bytes.len() as u64);
+    }
+}

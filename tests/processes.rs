@@ -1,0 +1,90 @@
+//! Real child processes: a writer in another process locks out a second
+//! writer, a read-only opener follows its commits, and SIGKILL between
+//! commits loses nothing that was acknowledged.
+//!
+//! The child is this test binary re-run with `NEARDEX_CHILD_DIR` set: the
+//! `child_writer` test then writes and prints each acknowledged commit until
+//! it is killed. Without the variable it does nothing.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata};
+use neardex::SignatureConfig;
+
+const CHILD_DIR: &str = "NEARDEX_CHILD_DIR";
+
+#[test]
+fn child_writer() {
+    let Ok(dir) = std::env::var(CHILD_DIR) else { return };
+    let options = IndexOptions { flush_threshold: 7 };
+    let index = Index::open_with(&dir, options).expect("child opens the index");
+    for n in 0u64.. {
+        let mut w = index.writer().unwrap();
+        let text = format!("Document number {n} is about the {} and it has been written.", n % 13);
+        w.insert(&format!("doc-{n}"), Document::Text(&text), Metadata::default()).unwrap();
+        w.commit().unwrap();
+        // Printed only after the commit returned: an acknowledged insert.
+        println!("committed doc-{n}");
+    }
+}
+
+fn spawn_child(dir: &std::path::Path) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child writer")
+}
+
+/// Reads the child's acknowledgements until `count` have arrived.
+fn acknowledged(lines: &mut impl Iterator<Item = String>, count: usize) -> Vec<String> {
+    lines.filter_map(|l| l.strip_prefix("committed ").map(str::to_owned)).take(count).collect()
+}
+
+#[test]
+fn writer_in_another_process_locks_and_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    Index::create(dir.path(), SignatureConfig::default()).unwrap();
+    for trial in 0..5 {
+        let mut child = spawn_child(dir.path());
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut lines = stdout.lines().map_while(Result::ok);
+        let seen = acknowledged(&mut lines, 5 + trial * 3);
+        assert_eq!(seen.len(), 5 + trial * 3, "child stopped early");
+
+        // A second writer is refused while the child holds the index.
+        assert!(matches!(Index::open(dir.path()), Err(IndexError::Locked { .. })));
+        // A read-only opener sees at least what was acknowledged so far.
+        let reader = Index::open_read_only(dir.path()).unwrap();
+        reader.reload().unwrap();
+        let searcher = reader.searcher().unwrap();
+        for key in &seen {
+            assert!(searcher.get(key).unwrap().is_some(), "read-only opener misses {key}");
+        }
+        drop((searcher, reader));
+
+        child.kill().unwrap(); // SIGKILL on Unix
+        child.wait().unwrap();
+        // Acknowledgements printed before the kill that we had not read yet.
+        let late: Vec<String> = lines.filter_map(|l| l.strip_prefix("committed ").map(str::to_owned)).collect();
+
+        let index = Index::open(dir.path()).expect("reopens after SIGKILL");
+        index.verify().expect("verifies after SIGKILL");
+        let searcher = index.searcher().unwrap();
+        for key in seen.iter().chain(&late) {
+            assert!(searcher.get(key).unwrap().is_some(), "trial {trial}: acknowledged {key} lost");
+        }
+        // The next child continues numbering from zero: replace the keys so
+        // every trial writes. Clearing the index keeps trials independent.
+        let keys: Vec<String> = (0..searcher.len() + 64).map(|n| format!("doc-{n}")).collect();
+        drop(searcher);
+        let mut w = index.writer().unwrap();
+        for key in keys {
+            w.delete(&key).unwrap();
+        }
+        w.commit().unwrap();
+    }
+}

@@ -1,0 +1,333 @@
+//! The persistent index against a model: lifecycle, typed errors, flushes,
+//! snapshots, corruption, and random operation sequences compared with an
+//! in-memory map and the brute-force oracle.
+
+use std::collections::BTreeMap;
+
+use neardex::oracle;
+use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata, Searcher};
+use neardex::{SignatureConfig, Signer, Threshold};
+use proptest::prelude::*;
+
+const ARTICLE: &str = "The city council voted on Tuesday to approve a plan for a new central library, ending a \
+                       debate that had lasted more than three years. The building will replace the old branch.";
+
+fn meta(url: &str) -> Metadata {
+    Metadata { url: Some(url.to_owned()), date: Some("2024-05-01".into()), user: vec![7], ..Metadata::default() }
+}
+
+fn small(threshold: usize) -> IndexOptions {
+    IndexOptions { flush_threshold: threshold }
+}
+
+#[test]
+fn documents_survive_commit_reopen_and_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    {
+        let index = Index::create(dir.path(), SignatureConfig::default()).unwrap();
+        let mut w = index.writer().unwrap();
+        let a = w.insert("a", Document::Text(ARTICLE), meta("http://a/")).unwrap();
+        let b = w.insert("b", Document::Html(format!("<p>{ARTICLE}</p>").as_bytes()), Metadata::default()).unwrap();
+        assert_eq!(a.exact_duplicate_of, None);
+        assert_eq!(b.exact_duplicate_of, Some(a.id), "same words, other markup: an exact duplicate");
+        assert!(matches!(
+            w.insert("a", Document::Text("x"), Metadata::default()),
+            Err(IndexError::DuplicateKey { .. })
+        ));
+        w.commit().unwrap();
+    }
+    let index = Index::open_with(dir.path(), small(1)).unwrap();
+    let s = index.searcher().unwrap();
+    let a = s.get("a").unwrap().unwrap();
+    assert_eq!(a.metadata, meta("http://a/"));
+    assert_eq!(a.vector, signer.sign_text(ARTICLE).vector);
+    assert_eq!(a.fingerprint, signer.sign_text(ARTICLE).fingerprint);
+    assert_eq!(s.len(), 2);
+    // A commit past the threshold flushes; the old snapshot still reads.
+    let mut w = index.writer().unwrap();
+    w.insert("c", Document::Text("Another story is here, and it is a different one."), Metadata::default()).unwrap();
+    assert_eq!(w.commit().unwrap(), 0, "flushed");
+    assert_eq!(index.stats().unwrap().segments, 1);
+    assert_eq!(s.len(), 2, "the old snapshot is unchanged");
+    assert_eq!(s.get("a").unwrap().unwrap().vector, a.vector);
+    let fresh = index.searcher().unwrap();
+    assert_eq!(fresh.len(), 3);
+    assert_eq!(fresh.get("a").unwrap().unwrap(), a);
+    index.verify().unwrap();
+    drop((s, fresh, index));
+    let index = Index::open(dir.path()).unwrap();
+    let s = index.searcher().unwrap();
+    assert_eq!(s.get("a").unwrap().unwrap(), a);
+    assert_eq!(s.get("nope").unwrap(), None);
+    index.verify().unwrap();
+}
+
+#[test]
+fn replace_and_delete_work_in_segments_and_delta() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(2)).unwrap();
+    let mut w = index.writer().unwrap();
+    w.insert("seg1", Document::Text(ARTICLE), Metadata::default()).unwrap();
+    w.insert("seg2", Document::Text("The quick brown fox is jumping over the lazy dog."), Metadata::default()).unwrap();
+    w.commit().unwrap();
+    assert_eq!(index.stats().unwrap().segments, 1);
+    let mut w = index.writer().unwrap();
+    w.insert("delta", Document::Text("A note that is pending."), Metadata::default()).unwrap();
+    assert!(w.delete("seg1").unwrap());
+    assert!(!w.delete("never").unwrap());
+    w.replace("seg2", Document::Text("The fox has moved."), meta("http://new/")).unwrap();
+    w.commit().unwrap();
+    let s = index.searcher().unwrap();
+    assert_eq!(s.get("seg1").unwrap(), None);
+    assert_eq!(s.get("seg2").unwrap().unwrap().metadata, meta("http://new/"));
+    // Two pending documents reached the threshold of 2: the commit flushed.
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.documents, stats.deleted, stats.pending, stats.segments), (2, 2, 0, 2));
+    index.verify().unwrap();
+    // A writer dropped without commit changes nothing.
+    let mut w = index.writer().unwrap();
+    w.delete("delta").unwrap();
+    w.insert("ghost", Document::Text("never committed"), Metadata::default()).unwrap();
+    drop(w);
+    let s = index.searcher().unwrap();
+    assert!(s.get("delta").unwrap().is_some() && s.get("ghost").unwrap().is_none());
+}
+
+#[test]
+fn typed_errors_when_opening() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(Index::open(dir.path()), Err(IndexError::NotAnIndex { .. })));
+    assert!(matches!(Index::open_read_only(dir.path()), Err(IndexError::NotAnIndex { .. })));
+    let bad = SignatureConfig::word_shingles(0);
+    assert!(matches!(Index::create(dir.path(), bad), Err(IndexError::Config(_))));
+    let index = Index::create(dir.path(), SignatureConfig::default()).unwrap();
+    // A second writer, in this process too, is refused with a clear error.
+    let second = Index::open(dir.path()).unwrap_err();
+    assert!(matches!(second, IndexError::Locked { .. }), "{second}");
+    assert!(second.to_string().contains("locked by another writer"));
+    drop(index);
+    assert!(matches!(Index::create(dir.path(), SignatureConfig::default()), Err(IndexError::AlreadyExists { .. })));
+    assert!(matches!(
+        Index::open_expecting(dir.path(), &SignatureConfig::word_shingles(3)),
+        Err(IndexError::ConfigMismatch)
+    ));
+    Index::open_expecting(dir.path(), &SignatureConfig::default()).unwrap();
+
+    // Another catalog format version.
+    {
+        let db = redb::Database::open(dir.path().join("catalog.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+            meta.insert("format", 99u32.to_le_bytes().as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = Index::open(dir.path()).unwrap_err();
+    assert!(matches!(err, IndexError::Incompatible { what: "catalog", found: 99, .. }), "{err}");
+
+    // A damaged catalog file.
+    let other = tempfile::tempdir().unwrap();
+    Index::create(other.path(), SignatureConfig::default()).unwrap();
+    std::fs::write(other.path().join("catalog.redb"), b"this is not a redb file at all").unwrap();
+    let err = Index::open(other.path()).unwrap_err();
+    assert!(matches!(err, IndexError::Catalog { .. }), "{err}");
+}
+
+#[test]
+fn leftover_files_are_removed_at_open_and_corruption_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let index = Index::create_with(dir.path(), SignatureConfig::default(), small(1)).unwrap();
+        let mut w = index.writer().unwrap();
+        w.insert("a", Document::Text(ARTICLE), Metadata::default()).unwrap();
+        w.commit().unwrap();
+    }
+    let stray = dir.path().join("seg-00000000000000ff.nds");
+    std::fs::write(&stray, b"left by a crash between rename and catalog commit").unwrap();
+    std::fs::write(dir.path().join("seg-0000000000000100.nds.tmp"), b"half written").unwrap();
+    let index = Index::open(dir.path()).unwrap();
+    assert!(!stray.exists());
+    assert!(!dir.path().join("seg-0000000000000100.nds.tmp").exists());
+    index.verify().unwrap();
+    drop(index);
+
+    // Flip one byte in the middle of the only segment.
+    let seg = dir.path().join("seg-0000000000000001.nds");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&seg, &bytes).unwrap();
+    let index = Index::open(dir.path()).unwrap();
+    match index.verify() {
+        Err(IndexError::Corrupted { file, .. }) => assert_eq!(file, "seg-0000000000000001.nds"),
+        other => panic!("verify after a flipped byte: {other:?}"),
+    }
+}
+
+#[test]
+fn read_only_opener_follows_the_writer_after_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(2)).unwrap();
+    let mut w = index.writer().unwrap();
+    w.insert("a", Document::Text(ARTICLE), Metadata::default()).unwrap();
+    w.commit().unwrap();
+    let reader = Index::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.searcher().unwrap().len(), 1);
+    assert!(matches!(reader.writer(), Err(IndexError::ReadOnly)));
+    let mut w = index.writer().unwrap();
+    w.insert("b", Document::Text("Second story is not the first one at all."), Metadata::default()).unwrap();
+    w.insert("c", Document::Text("Third story has been written by a reporter."), Metadata::default()).unwrap();
+    w.commit().unwrap(); // flushes: 3 pending >= 2
+    assert_eq!(reader.searcher().unwrap().len(), 1, "no reload yet");
+    reader.reload().unwrap();
+    let s = reader.searcher().unwrap();
+    assert_eq!(s.len(), 3);
+    assert!(s.get("c").unwrap().is_some());
+}
+
+/// One step of a random workload.
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u8, u8),
+    Replace(u8, u8),
+    Delete(u8),
+    Commit,
+    Abort,
+    Flush,
+    Reopen,
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u8..12, 0u8..6).prop_map(|(k, t)| Op::Insert(k, t)),
+        2 => (0u8..12, 0u8..6).prop_map(|(k, t)| Op::Replace(k, t)),
+        2 => (0u8..12).prop_map(Op::Delete),
+        3 => Just(Op::Commit),
+        1 => Just(Op::Abort),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// Texts that overlap heavily, including exact duplicates and one without
+/// signatures.
+fn text(t: u8) -> String {
+    let variants = [
+        ARTICLE.to_owned(),
+        format!("{ARTICLE} A reporter has added a line."),
+        ARTICLE.replace("Tuesday", "Wednesday"),
+        "The market is closed and the trading has been slow.".to_owned(),
+        "12 34 56".to_owned(),
+        ARTICLE.to_uppercase(),
+    ];
+    variants[t as usize % variants.len()].clone()
+}
+
+type Model = BTreeMap<String, (String, Metadata)>;
+
+fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), TestCaseError> {
+    prop_assert_eq!(searcher.len(), model.len() as u64);
+    let mut live = Vec::new();
+    searcher.for_each_live(|id, v| live.push((id, v.clone()))).unwrap();
+    prop_assert_eq!(live.len(), model.len());
+    let mut ids = BTreeMap::new();
+    for (key, (text, metadata)) in model {
+        let doc = searcher.get(key).unwrap().expect("model key present");
+        prop_assert_eq!(&doc.metadata, metadata);
+        prop_assert_eq!(&doc.vector, &signer.sign_text(text).vector);
+        ids.insert(doc.id, doc.vector);
+    }
+    for tau in [0.3, 0.8, 1.0] {
+        let tau = Threshold::new(tau).unwrap();
+        let q = signer.sign_text(&text(0)).vector;
+        let got = searcher.query_exhaustive(&q, tau).unwrap();
+        let expected = oracle::query(ids.iter().map(|(&id, v)| (id, v)), &q, signer.config().similarity, tau);
+        prop_assert_eq!(got, expected);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_workloads_match_the_model(ops in prop::collection::vec(arb_op(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = Signer::new(SignatureConfig::default()).unwrap();
+        let options = small(3);
+        let mut index = Some(Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap());
+        let mut committed: Model = BTreeMap::new();
+        let mut staged: Model = committed.clone();
+        let mut writer_open = false;
+        // The writer borrows the index; keep the staged operations and replay
+        // them into one writer at commit, as a user's batch would arrive.
+        let mut batch: Vec<Op> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Insert(..) | Op::Replace(..) | Op::Delete(..) => {
+                    writer_open = true;
+                    batch.push(op.clone());
+                    match op {
+                        Op::Insert(k, t) => {
+                            staged.entry(format!("k{k}")).or_insert((text(t), Metadata { url: Some(format!("u{t}")), ..Metadata::default() }));
+                        }
+                        Op::Replace(k, t) => {
+                            staged.insert(format!("k{k}"), (text(t), Metadata { date: Some(format!("d{t}")), ..Metadata::default() }));
+                        }
+                        Op::Delete(k) => {
+                            staged.remove(&format!("k{k}"));
+                        }
+                        _ => unreachable!(),
+                    }
+                }
+                Op::Commit => {
+                    let idx = index.as_ref().unwrap();
+                    let mut w = idx.writer().unwrap();
+                    for op in batch.drain(..) {
+                        match op {
+                            Op::Insert(k, t) => {
+                                let r = w.insert(&format!("k{k}"), Document::Text(&text(t)), Metadata { url: Some(format!("u{t}")), ..Metadata::default() });
+                                let acceptable = r.is_ok() || matches!(r, Err(IndexError::DuplicateKey { .. }));
+                                prop_assert!(acceptable, "insert failed: {:?}", r);
+                            }
+                            Op::Replace(k, t) => {
+                                w.replace(&format!("k{k}"), Document::Text(&text(t)), Metadata { date: Some(format!("d{t}")), ..Metadata::default() }).unwrap();
+                            }
+                            Op::Delete(k) => {
+                                w.delete(&format!("k{k}")).unwrap();
+                            }
+                            _ => unreachable!(),
+                        }
+                    }
+                    w.commit().unwrap();
+                    committed = staged.clone();
+                    writer_open = false;
+                    check(&idx.searcher().unwrap(), &committed, &signer)?;
+                }
+                Op::Abort => {
+                    batch.clear();
+                    staged = committed.clone();
+                    writer_open = false;
+                }
+                Op::Flush => {
+                    if !writer_open {
+                        index.as_ref().unwrap().flush().unwrap();
+                        check(&index.as_ref().unwrap().searcher().unwrap(), &committed, &signer)?;
+                    }
+                }
+                Op::Reopen => {
+                    if !writer_open {
+                        drop(index.take());
+                        index = Some(Index::open_with(dir.path(), options).unwrap());
+                        check(&index.as_ref().unwrap().searcher().unwrap(), &committed, &signer)?;
+                    }
+                }
+            }
+        }
+        let idx = index.as_ref().unwrap();
+        idx.verify().unwrap();
+        check(&idx.searcher().unwrap(), &committed, &signer)?;
+    }
+}
