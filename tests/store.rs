@@ -187,6 +187,46 @@ fn read_only_opener_follows_the_writer_after_reload() {
     assert!(s.get("c").unwrap().is_some());
 }
 
+#[test]
+fn tiered_merging_keeps_segments_logarithmic_and_optimize_drops_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(1)).unwrap();
+    let texts: Vec<String> =
+        (0..150).map(|i| format!("Story {i} is about the {} and it has been told.", i % 17)).collect();
+    let mut max_segments = 0;
+    for (i, t) in texts.iter().enumerate() {
+        let mut w = index.writer().unwrap();
+        w.insert(&format!("k{i}"), Document::Text(t), Metadata::default()).unwrap();
+        w.commit().unwrap(); // every commit flushes a one-document segment
+        max_segments = max_segments.max(index.stats().unwrap().segments);
+    }
+    // Fewer than MERGE_FACTOR segments per tier; 150 documents need 3 tiers.
+    let bound = (neardex::store::MERGE_FACTOR as u64 - 1) * 3;
+    assert!(max_segments <= bound, "{max_segments} segments at once (bound {bound})");
+    let old = index.searcher().unwrap();
+    let mut w = index.writer().unwrap();
+    for i in (0..150).step_by(3) {
+        assert!(w.delete(&format!("k{i}")).unwrap());
+    }
+    w.commit().unwrap();
+    assert_eq!(index.stats().unwrap().deleted, 50);
+    index.optimize().unwrap();
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.documents, stats.deleted, stats.segments, stats.pending), (100, 0, 1, 0));
+    index.verify().unwrap();
+    // The snapshot taken before the merge still reads its (now unlinked) files.
+    assert_eq!(old.len(), 150);
+    assert!(old.get("k0").unwrap().is_some());
+    let segment_files = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".nds"));
+    assert_eq!(segment_files.count(), 1, "merged-away files are removed");
+    drop((old, index));
+    let reopened = Index::open(dir.path()).unwrap();
+    assert_eq!(reopened.searcher().unwrap().len(), 100);
+    reopened.verify().unwrap();
+}
+
 /// One step of a random workload.
 #[derive(Debug, Clone)]
 enum Op {
@@ -196,6 +236,7 @@ enum Op {
     Commit,
     Abort,
     Flush,
+    Optimize,
     Reopen,
 }
 
@@ -207,6 +248,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Commit),
         1 => Just(Op::Abort),
         1 => Just(Op::Flush),
+        1 => Just(Op::Optimize),
         1 => Just(Op::Reopen),
     ]
 }
@@ -250,7 +292,8 @@ fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), Test
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // 24 cases by default (each builds and reopens indexes); PROPTEST_CASES=N for more.
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24), ..ProptestConfig::default() })]
 
     #[test]
     fn random_workloads_match_the_model(ops in prop::collection::vec(arb_op(), 1..40)) {
@@ -315,6 +358,14 @@ proptest! {
                     if !writer_open {
                         index.as_ref().unwrap().flush().unwrap();
                         check(&index.as_ref().unwrap().searcher().unwrap(), &committed, &signer)?;
+                    }
+                }
+                Op::Optimize => {
+                    if !writer_open {
+                        index.as_ref().unwrap().optimize().unwrap();
+                        let idx = index.as_ref().unwrap();
+                        prop_assert!(idx.stats().unwrap().segments <= 1);
+                        check(&idx.searcher().unwrap(), &committed, &signer)?;
                     }
                 }
                 Op::Reopen => {

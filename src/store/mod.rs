@@ -44,6 +44,10 @@ use crate::signer::{DocumentSignature, Signer};
 use crate::similarity::Threshold;
 use crate::vector::SignatureVector;
 
+/// Segments per tier that trigger a merge (see [`Index::optimize`] and the
+/// tiered policy run after every flush).
+pub const MERGE_FACTOR: usize = 8;
+
 /// Name of the lock file a writer holds.
 pub const LOCK_FILE: &str = "LOCK";
 
@@ -487,17 +491,7 @@ impl Index {
             .map(|(&id, d)| SegmentDoc { id, vector: d.vector.clone(), band_keys: d.band_keys.clone() })
             .collect();
         let bytes = build_segment(segment_id, bands, docs);
-        let name = segment_file_name(segment_id);
-        let path = self.dir.join(&name);
-        let tmp = self.dir.join(format!("{name}.tmp"));
-        {
-            let mut file = File::create(&tmp).map_err(IndexError::io(format!("creating {}", tmp.display())))?;
-            std::io::Write::write_all(&mut file, &bytes)
-                .map_err(IndexError::io(format!("writing {}", tmp.display())))?;
-            file.sync_all().map_err(IndexError::io(format!("syncing {}", tmp.display())))?;
-        }
-        fs::rename(&tmp, &path).map_err(IndexError::io(format!("renaming {} into place", tmp.display())))?;
-        sync_dir(&self.dir)?;
+        self.write_segment_file(segment_id, &bytes)?;
         let record = SegmentRecord {
             doc_count: state.delta.len() as u32,
             byte_len: bytes.len() as u64,
@@ -534,6 +528,148 @@ impl Index {
             .map(|(k, v)| (*k, Arc::clone(v)))
             .collect();
         *guard = Arc::new(State { segments, delta: Arc::new(delta), deleted: Arc::clone(&guard.deleted) });
+        drop(guard);
+        self.merge_by_policy_locked()
+    }
+
+    /// Steps 2 and 3 of the flush protocol (FORMAT.md §8): temporary name,
+    /// fsync, rename, directory fsync.
+    fn write_segment_file(&self, segment_id: u64, bytes: &[u8]) -> Result<(), IndexError> {
+        let name = segment_file_name(segment_id);
+        let path = self.dir.join(&name);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        {
+            let mut file = File::create(&tmp).map_err(IndexError::io(format!("creating {}", tmp.display())))?;
+            std::io::Write::write_all(&mut file, bytes)
+                .map_err(IndexError::io(format!("writing {}", tmp.display())))?;
+            file.sync_all().map_err(IndexError::io(format!("syncing {}", tmp.display())))?;
+        }
+        fs::rename(&tmp, &path).map_err(IndexError::io(format!("renaming {} into place", tmp.display())))?;
+        sync_dir(&self.dir)
+    }
+
+    /// Merges every segment into one, dropping deleted documents (after
+    /// flushing pending documents). Readers keep their snapshots; the
+    /// writer waits.
+    ///
+    /// # Errors
+    /// [`IndexError::ReadOnly`], I/O, catalog and corruption errors.
+    pub fn optimize(&self) -> Result<(), IndexError> {
+        let _guard = self.writer_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.flush_locked()?;
+        let state = self.current();
+        if state.segments.len() > 1 || !state.deleted.is_empty() {
+            let ids: Vec<u64> = state.segments.keys().copied().collect();
+            self.merge_locked(&ids)?;
+        }
+        Ok(())
+    }
+
+    /// The tiered merge policy: a segment's tier is ⌊log_F(documents)⌋ with
+    /// F = [`MERGE_FACTOR`]; whenever a tier holds F segments, they are
+    /// merged into one (of a higher tier). Fewer than F segments remain per
+    /// tier, and there are ⌈log_F(documents)⌉ tiers: the segment count is
+    /// logarithmic in the number of documents.
+    fn merge_by_policy_locked(&self) -> Result<(), IndexError> {
+        loop {
+            let state = self.current();
+            let mut tiers: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
+            for (&id, loaded) in &state.segments {
+                let docs = loaded.segment.doc_count().max(1);
+                tiers.entry(docs.ilog(MERGE_FACTOR as u32)).or_default().push((docs, id));
+            }
+            let Some(mut tier) = tiers.into_values().find(|t| t.len() >= MERGE_FACTOR) else {
+                return Ok(());
+            };
+            tier.sort_unstable();
+            let ids: Vec<u64> = tier.iter().take(MERGE_FACTOR).map(|&(_, id)| id).collect();
+            self.merge_locked(&ids)?;
+        }
+    }
+
+    /// Replaces the segments `ids` by one holding their live documents,
+    /// with the protocol of a flush; their deleted documents are gone
+    /// afterwards.
+    fn merge_locked(&self, ids: &[u64]) -> Result<(), IndexError> {
+        let state = self.current();
+        let mut docs = Vec::new();
+        let mut dropped = Vec::new();
+        for id in ids {
+            let missing = || IndexError::corrupted(CATALOG_FILE, "manifest", *id, "segment to merge is not loaded");
+            let segment = &state.segments.get(id).ok_or_else(missing)?.segment;
+            for ordinal in 0..segment.doc_count() {
+                let entry = segment.entry(ordinal)?;
+                if state.deleted.contains(&entry.id) {
+                    dropped.push(entry.id);
+                } else {
+                    let vector = segment.vector(ordinal)?;
+                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: segment.band_keys(ordinal)? });
+                }
+            }
+        }
+        let txn = self.catalog.begin_write()?;
+        let new_id = {
+            let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+            meta_u64(&meta, "next_segment_id")?
+        };
+        let moved: Vec<u64> = docs.iter().map(|d| d.id).collect();
+        let loaded = if docs.is_empty() {
+            None
+        } else {
+            let bytes = build_segment(new_id, self.config().minhash.bands, docs);
+            self.write_segment_file(new_id, &bytes)?;
+            let record = SegmentRecord {
+                doc_count: moved.len() as u32,
+                byte_len: bytes.len() as u64,
+                file_crc: crc32fast::hash(&bytes),
+            };
+            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+            manifest.insert(new_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
+            Some(Arc::new(open_segment(&self.dir, new_id)?))
+        };
+        {
+            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+            for id in ids {
+                manifest.remove(*id).map_err(redb_err("writing manifest"))?;
+            }
+            let mut records = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
+            for &id in &moved {
+                let raw = records.get(id).map_err(redb_err("reading docs"))?.map(|v| v.value().to_vec());
+                let missing = || IndexError::corrupted(CATALOG_FILE, "docs", id, "segment document has no record");
+                let mut record = DocRecord::decode(&raw.ok_or_else(missing)?, id)?;
+                record.location = new_id;
+                records.insert(id, record.encode().as_slice()).map_err(redb_err("writing docs"))?;
+            }
+            let mut deleted = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
+            for &id in &dropped {
+                deleted.remove(id).map_err(redb_err("writing deleted"))?;
+            }
+            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+            let next = (new_id + 1).to_le_bytes();
+            meta.insert("next_segment_id", next.as_slice()).map_err(redb_err("writing meta"))?;
+        }
+        {
+            let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+            txn.commit().map_err(redb_err("committing the merge"))?;
+            let mut segments = guard.segments.clone();
+            for id in ids {
+                segments.remove(id);
+            }
+            if let Some(loaded) = loaded {
+                segments.insert(new_id, loaded);
+            }
+            let mut deleted = (*guard.deleted).clone();
+            for id in &dropped {
+                deleted.remove(id);
+            }
+            *guard = Arc::new(State { segments, delta: Arc::clone(&guard.delta), deleted: Arc::new(deleted) });
+        }
+        // Snapshots that still map the old files keep them readable (an
+        // unlinked file lives on through its map); a removal that fails
+        // leaves an unlisted file, removed at the next writable open.
+        for id in ids {
+            let _ = fs::remove_file(self.dir.join(segment_file_name(*id)));
+        }
         Ok(())
     }
 
