@@ -16,7 +16,9 @@ pub const CATALOG_VERSION: u32 = 1;
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// `keys`: external key → document id.
 pub const KEYS: TableDefinition<&str, u64> = TableDefinition::new("keys");
-/// `docs`: document id → [`DocRecord`].
+/// `docs`: document id → [`DocRecord`]. A live document's vector is in
+/// `pending` when that table holds its id, and otherwise in the one live
+/// segment whose id index lists it.
 pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
 /// `pending`: document id → [`PendingRecord`] for documents not yet flushed.
 pub const PENDING: TableDefinition<u64, &[u8]> = TableDefinition::new("pending");
@@ -27,9 +29,6 @@ pub const DELETED: TableDefinition<u64, u64> = TableDefinition::new("deleted");
 pub const MANIFEST: TableDefinition<u64, &[u8]> = TableDefinition::new("manifest");
 /// `fingerprints`: exact-content fingerprint → ids of live documents.
 pub const FINGERPRINTS: MultimapTableDefinition<u128, u64> = MultimapTableDefinition::new("fingerprints");
-
-/// Location value of a document whose vector is in `pending`.
-pub const PENDING_LOCATION: u64 = 0;
 
 /// Descriptive metadata stored with a document.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,8 +48,6 @@ pub struct Metadata {
 pub struct DocRecord {
     /// The external key.
     pub key: String,
-    /// Segment id holding its vector, or [`PENDING_LOCATION`].
-    pub location: u64,
     /// Exact-content fingerprint.
     pub fingerprint: Fingerprint,
     /// Descriptive metadata.
@@ -62,7 +59,6 @@ impl DocRecord {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.key.len());
         out.push(1);
-        out.extend_from_slice(&self.location.to_le_bytes());
         out.extend_from_slice(&self.fingerprint.to_le_bytes());
         put_bytes(&mut out, self.key.as_bytes());
         let m = &self.metadata;
@@ -85,7 +81,6 @@ impl DocRecord {
         if r.u8()? != 1 {
             return Err(r.bad("unknown record version"));
         }
-        let location = r.u64()?;
         let fingerprint = Fingerprint(u128::from_le_bytes(r.array()?));
         let key = r.string()?;
         let flags = r.u8()?;
@@ -98,7 +93,7 @@ impl DocRecord {
         let date = optional(4)?;
         let user = r.bytes()?.to_vec();
         r.end()?;
-        Ok(DocRecord { key, location, fingerprint, metadata: Metadata { url, warc_record_id, date, user } })
+        Ok(DocRecord { key, fingerprint, metadata: Metadata { url, warc_record_id, date, user } })
     }
 }
 
@@ -269,7 +264,6 @@ mod tests {
     fn records_round_trip_and_reject_damage() {
         let doc = DocRecord {
             key: "warc:<urn:uuid:1>".into(),
-            location: 7,
             fingerprint: Fingerprint(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
             metadata: Metadata {
                 url: Some("http://example.com/".into()),

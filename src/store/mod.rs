@@ -30,10 +30,7 @@ pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION};
 pub use error::IndexError;
 pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
 
-use catalog::{
-    DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING,
-    PENDING_LOCATION,
-};
+use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
 use mmap::SegmentBytes;
 use segment::{build_segment, Segment, SegmentDoc};
 
@@ -501,17 +498,11 @@ impl Index {
         {
             let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
             manifest.insert(segment_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
-            let mut docs = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
-            let mut pending = txn.open_table(PENDING).map_err(redb_err("opening pending"))?;
-            for &id in state.delta.keys() {
-                let raw = docs.get(id).map_err(redb_err("reading docs"))?.map(|v| v.value().to_vec());
-                let raw = raw
-                    .ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "docs", id, "pending document has no record"))?;
-                let mut record = DocRecord::decode(&raw, id)?;
-                record.location = segment_id;
-                docs.insert(id, record.encode().as_slice()).map_err(redb_err("writing docs"))?;
-                pending.remove(id).map_err(redb_err("removing pending"))?;
-            }
+            drop(manifest);
+            // The flush takes every pending document (the writer lock is
+            // held), so the whole table goes at once.
+            txn.delete_table(PENDING).map_err(redb_err("clearing pending"))?;
+            txn.open_table(PENDING).map_err(redb_err("recreating pending"))?;
             let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
             meta.insert("next_segment_id", (segment_id + 1).to_le_bytes().as_slice())
                 .map_err(redb_err("writing meta"))?;
@@ -632,14 +623,6 @@ impl Index {
             for id in ids {
                 manifest.remove(*id).map_err(redb_err("writing manifest"))?;
             }
-            let mut records = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
-            for &id in &moved {
-                let raw = records.get(id).map_err(redb_err("reading docs"))?.map(|v| v.value().to_vec());
-                let missing = || IndexError::corrupted(CATALOG_FILE, "docs", id, "segment document has no record");
-                let mut record = DocRecord::decode(&raw.ok_or_else(missing)?, id)?;
-                record.location = new_id;
-                records.insert(id, record.encode().as_slice()).map_err(redb_err("writing docs"))?;
-            }
             let mut deleted = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
             for &id in &dropped {
                 deleted.remove(id).map_err(redb_err("writing deleted"))?;
@@ -734,24 +717,20 @@ impl Index {
             if !found {
                 return Err(bad("fingerprints", id, "document missing from the fingerprint table"));
             }
-            if record.location == PENDING_LOCATION {
-                let raw = pending.get(id).map_err(redb_err("reading pending"))?;
-                let raw = raw.ok_or_else(|| bad("pending", id, "pending document has no vector"))?;
-                PendingRecord::decode(raw.value(), id)?;
-                pending_docs += 1;
-            } else {
-                let count = per_segment
-                    .get_mut(&record.location)
-                    .ok_or_else(|| bad("docs", id, "located in an unlisted segment"))?;
-                *count += 1;
-                let segment = searcher
-                    .state
-                    .segments
-                    .get(&record.location)
-                    .ok_or_else(|| bad("docs", id, "segment not loaded"))?;
-                if segment.segment.ordinal_of(id)?.is_none() {
-                    return Err(bad("docs", id, "segment does not hold the document"));
+            let holders = searcher.segments_holding(id)?;
+            match pending.get(id).map_err(redb_err("reading pending"))? {
+                Some(raw) => {
+                    PendingRecord::decode(raw.value(), id)?;
+                    pending_docs += 1;
+                    if !holders.is_empty() {
+                        return Err(bad("pending", id, "document is both pending and in a segment"));
+                    }
                 }
+                None => match holders.as_slice() {
+                    [segment] => *per_segment.entry(*segment).or_default() += 1,
+                    [] => return Err(bad("docs", id, "document is neither pending nor in a segment")),
+                    _ => return Err(bad("docs", id, "document is in more than one segment")),
+                },
             }
         }
         if pending.len().map_err(redb_err("reading pending"))? != pending_docs {
@@ -907,8 +886,7 @@ impl Writer<'_> {
         };
         drop(same);
         fingerprints.insert(signature.fingerprint.0, id).map_err(redb_err("writing fingerprints"))?;
-        let record =
-            DocRecord { key: key.to_owned(), location: PENDING_LOCATION, fingerprint: signature.fingerprint, metadata };
+        let record = DocRecord { key: key.to_owned(), fingerprint: signature.fingerprint, metadata };
         txn.open_table(KEYS).map_err(redb_err("opening keys"))?.insert(key, id).map_err(redb_err("writing keys"))?;
         txn.open_table(DOCS)
             .map_err(redb_err("opening docs"))?
@@ -938,21 +916,34 @@ impl Writer<'_> {
         let record = DocRecord::decode(&raw, id)?;
         let mut fingerprints = txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("opening fingerprints"))?;
         fingerprints.remove(record.fingerprint.0, id).map_err(redb_err("writing fingerprints"))?;
-        if record.location == PENDING_LOCATION {
-            txn.open_table(PENDING)
-                .map_err(redb_err("opening pending"))?
-                .remove(id)
-                .map_err(redb_err("writing pending"))?;
+        let was_pending = {
+            let mut pending = txn.open_table(PENDING).map_err(redb_err("opening pending"))?;
+            let removed = pending.remove(id).map_err(redb_err("writing pending"))?;
+            removed.is_some()
+        };
+        if was_pending {
             if self.added.remove(&id).is_none() {
                 self.removed_pending.push(id);
             }
-        } else {
-            txn.open_table(DELETED)
-                .map_err(redb_err("opening deleted"))?
-                .insert(id, record.location)
-                .map_err(redb_err("writing deleted"))?;
-            self.newly_deleted.push(id);
+            return Ok(true);
         }
+        // Flushes and merges need the writer lock, which this writer holds:
+        // the published segment list is the one the catalog describes.
+        let state = self.index.current();
+        let mut holder = None;
+        for (&segment_id, loaded) in &state.segments {
+            if loaded.segment.ordinal_of(id)?.is_some() {
+                holder = Some(segment_id);
+            }
+        }
+        let holder = holder.ok_or_else(|| {
+            IndexError::corrupted(CATALOG_FILE, "docs", id, "document is neither pending nor in a segment")
+        })?;
+        txn.open_table(DELETED)
+            .map_err(redb_err("opening deleted"))?
+            .insert(id, holder)
+            .map_err(redb_err("writing deleted"))?;
+        self.newly_deleted.push(id);
         Ok(true)
     }
 
@@ -1038,7 +1029,7 @@ impl Searcher {
         let docs = self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
         let Some(raw) = docs.get(id).map_err(redb_err("reading docs"))? else { return Ok(None) };
         let record = DocRecord::decode(raw.value(), id)?;
-        let vector = self.vector(id, record.location)?;
+        let vector = self.vector(id)?;
         Ok(Some(StoredDocument {
             id,
             key: record.key,
@@ -1048,19 +1039,27 @@ impl Searcher {
         }))
     }
 
-    fn vector(&self, id: u64, location: u64) -> Result<SignatureVector, IndexError> {
-        if location == PENDING_LOCATION {
-            return self
-                .state
-                .delta
-                .get(&id)
-                .map(|d| d.vector.clone())
-                .ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "pending", id, "pending document has no vector"));
+    fn vector(&self, id: u64) -> Result<SignatureVector, IndexError> {
+        if let Some(doc) = self.state.delta.get(&id) {
+            return Ok(doc.vector.clone());
         }
-        let missing = || IndexError::corrupted(CATALOG_FILE, "docs", id, "document's segment does not hold it");
-        let segment = &self.state.segments.get(&location).ok_or_else(missing)?.segment;
-        let ordinal = segment.ordinal_of(id)?.ok_or_else(missing)?;
-        segment.vector(ordinal)
+        for loaded in self.state.segments.values() {
+            if let Some(ordinal) = loaded.segment.ordinal_of(id)? {
+                return loaded.segment.vector(ordinal);
+            }
+        }
+        Err(IndexError::corrupted(CATALOG_FILE, "docs", id, "document is neither pending nor in a segment"))
+    }
+
+    /// Ids of the live segments whose id index lists `id`.
+    fn segments_holding(&self, id: u64) -> Result<Vec<u64>, IndexError> {
+        let mut out = Vec::new();
+        for (&segment_id, loaded) in &self.state.segments {
+            if loaded.segment.ordinal_of(id)?.is_some() {
+                out.push(segment_id);
+            }
+        }
+        Ok(out)
     }
 
     /// Calls `f(id, vector)` for every live document: segments in id order

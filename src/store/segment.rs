@@ -5,8 +5,6 @@
 //! every access is bounds-checked, so corrupt bytes give
 //! [`IndexError::Corrupted`], never a panic.
 
-use std::collections::BTreeMap;
-
 use roaring::RoaringBitmap;
 
 use super::error::IndexError;
@@ -82,8 +80,10 @@ pub struct SegmentDoc {
 pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> Vec<u8> {
     docs.sort_by_key(|d| (d.vector.total(), d.id));
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
-    let mut postings: BTreeMap<u64, RoaringBitmap> = BTreeMap::new();
-    let mut band_buckets: BTreeMap<u64, RoaringBitmap> = BTreeMap::new();
+    // (key, ordinal) pairs, sorted and grouped below: 12 bytes an entry,
+    // where a map of bitmaps would cost about a hundred.
+    let mut postings: Vec<(u64, u32)> = Vec::with_capacity(docs.iter().map(|d| d.vector.distinct() as usize).sum());
+    let mut band_buckets: Vec<(u64, u32)> = Vec::with_capacity(docs.len() * bands as usize);
     let mut entries = 0u64;
     let mut last_length = None;
     for (ordinal, doc) in docs.iter().enumerate() {
@@ -102,19 +102,19 @@ pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> 
         for (hash, freq) in doc.vector.iter() {
             sections[2].extend_from_slice(&hash.to_le_bytes());
             sections[3].extend_from_slice(&freq.to_le_bytes());
-            postings.entry(hash).or_default().insert(ordinal);
+            postings.push((hash, ordinal));
         }
         entries += doc.vector.distinct();
         for slot in 0..bands as usize {
             let key = doc.band_keys.get(slot).copied();
             sections[7].extend_from_slice(&key.unwrap_or(0).to_le_bytes());
             if let Some(key) = key {
-                band_buckets.entry(key).or_default().insert(ordinal);
+                band_buckets.push((key, ordinal));
             }
         }
     }
-    write_bitmap_table(&postings, &mut sections, 4);
-    write_bitmap_table(&band_buckets, &mut sections, 8);
+    write_bitmap_table(postings, &mut sections, 4);
+    write_bitmap_table(band_buckets, &mut sections, 8);
     let mut by_id: Vec<(u64, u64)> = docs.iter().enumerate().map(|(o, d)| (d.id, o as u64)).collect();
     by_id.sort_unstable();
     for (id, ordinal) in by_id {
@@ -153,19 +153,39 @@ fn align8(n: usize) -> usize {
     n.div_ceil(8) * 8
 }
 
-/// Writes keys, offsets and serialized bitmaps into sections `first`,
-/// `first + 1` and `first + 2`.
-fn write_bitmap_table(table: &BTreeMap<u64, RoaringBitmap>, sections: &mut [Vec<u8>], first: usize) {
+/// Marks an entry of an offsets section that holds a list's only ordinal
+/// in its low 32 bits instead of an offset into the data section.
+const INLINE: u64 = 1 << 63;
+
+/// Writes keys, entries and serialized bitmaps into sections `first`,
+/// `first + 1` and `first + 2`, from `(key, ordinal)` pairs in any order.
+/// A list of one ordinal is stored in its entry (most signatures occur in one
+/// document of a segment); longer lists as roaring bitmaps in the data
+/// section, the entry holding their offset.
+fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], first: usize) {
+    pairs.sort_unstable();
+    // A document whose bands share a key would repeat a pair.
+    pairs.dedup();
     let mut data = Vec::new();
-    let mut offsets = Vec::with_capacity((table.len() + 1) * 8);
-    for (key, bitmap) in table {
+    let mut entries = Vec::new();
+    let mut i = 0;
+    while i < pairs.len() {
+        let key = pairs[i].0;
+        let run = pairs[i..].iter().take_while(|p| p.0 == key).count();
         sections[first].extend_from_slice(&key.to_le_bytes());
-        offsets.extend_from_slice(&(data.len() as u64).to_le_bytes());
-        // Writing into a Vec cannot fail.
-        let _ = bitmap.serialize_into(&mut data);
+        if run == 1 {
+            entries.extend_from_slice(&(INLINE | u64::from(pairs[i].1)).to_le_bytes());
+        } else {
+            entries.extend_from_slice(&(data.len() as u64).to_le_bytes());
+            // Ordinals ascend within a run (the pairs are sorted).
+            let mut bitmap = RoaringBitmap::new();
+            bitmap.append(pairs[i..i + run].iter().map(|p| p.1)).unwrap_or_default();
+            // Writing into a Vec cannot fail.
+            let _ = bitmap.serialize_into(&mut data);
+        }
+        i += run;
     }
-    offsets.extend_from_slice(&(data.len() as u64).to_le_bytes());
-    sections[first + 1] = offsets;
+    sections[first + 1] = entries;
     sections[first + 2] = data;
 }
 
@@ -262,9 +282,9 @@ impl<B: AsRef<[u8]>> Segment<B> {
         expect(SectionKind::Freqs, u128::from(entries) * 4)?;
         expect(SectionKind::DocBands, docs as u128 * u128::from(self.bands) * 8)?;
         let postings = self.section(SectionKind::PostingKeys).len() / 8;
-        expect(SectionKind::PostingOffsets, (postings as u128 + 1) * 8)?;
+        expect(SectionKind::PostingOffsets, postings as u128 * 8)?;
         let buckets = self.section(SectionKind::BandKeys).len() / 8;
-        expect(SectionKind::BandOffsets, (buckets as u128 + 1) * 8)?;
+        expect(SectionKind::BandOffsets, buckets as u128 * 8)?;
         expect(SectionKind::IdIndex, docs as u128 * 16)?;
         if !self.section(SectionKind::Lengths).len().is_multiple_of(16) {
             return Err(self.corrupted(SectionKind::Lengths, 0, "length directory is not whole entries"));
@@ -424,12 +444,18 @@ impl<B: AsRef<[u8]>> Segment<B> {
     }
 
     fn bitmap_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<RoaringBitmap, IndexError> {
-        let table = self.section(offsets);
-        let (start, end) = (le_u64(table, i * 8), le_u64(table, i * 8 + 8));
+        let entry = le_u64(self.section(offsets), i * 8);
+        if entry & INLINE != 0 {
+            if entry & !INLINE > u64::from(u32::MAX) {
+                return Err(self.corrupted(offsets, i * 8, "inline entry holds more than an ordinal"));
+            }
+            return Ok(RoaringBitmap::from_iter([entry as u32]));
+        }
         let bytes = self.section(data);
-        let slice = (start <= end && end <= bytes.len() as u64).then(|| &bytes[start as usize..end as usize]);
-        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * 8, "bitmap offsets out of range"))?;
-        RoaringBitmap::deserialize_from(slice).map_err(|e| self.corrupted(data, start as usize, &e.to_string()))
+        let slice = bytes.get(entry as usize..).filter(|_| entry < bytes.len() as u64);
+        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * 8, "bitmap offset out of range"))?;
+        // The serialization carries its own length; reading stops there.
+        RoaringBitmap::deserialize_from(slice).map_err(|e| self.corrupted(data, entry as usize, &e.to_string()))
     }
 
     /// The ordinal of document `id`, if this segment holds it.
@@ -589,11 +615,11 @@ mod tests {
             8 * e,
             4 * e,
             8 * k,
-            8 * (k + 1),
+            8 * k,
             u64::MAX,
             8 * 2 * n,
             8 * b,
-            8 * (b + 1),
+            8 * b,
             u64::MAX,
             16 * n,
         ];

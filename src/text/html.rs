@@ -132,9 +132,18 @@ impl<'a> TextWriter<'a> {
                 i += 1;
                 continue;
             }
+            // A run of words separated by single plain spaces is already
+            // collapsed: copy it whole rather than word by word.
             let start = i;
-            while i < bytes.len() && !is_html_space(bytes[i]) {
-                i += 1;
+            loop {
+                while i < bytes.len() && !is_html_space(bytes[i]) {
+                    i += 1;
+                }
+                if i + 1 < bytes.len() && bytes[i] == b' ' && !is_html_space(bytes[i + 1]) {
+                    i += 1;
+                    continue;
+                }
+                break;
             }
             self.flush();
             self.out.push_str(&chunk[start..i]);

@@ -1,0 +1,218 @@
+//! Durable ingest and open time of the persistent index.
+//!
+//! Run: `cargo bench --bench store` (NEARDEX_BENCH_DOCS=N to change the
+//! corpus size; default 200,000). The corpus: ~5 KB HTML pages built from
+//! real English sentences (the gold texts of ../shared/data), one in ten a
+//! near-copy of an earlier page. Reported, all from one run:
+//!
+//! - baseline: generating and signing the pages on both cores, no index;
+//! - ingest: the same, with one writer inserting into an index, 1,000
+//!   documents per durable commit, flushes and merges included;
+//! - the index's bytes on disk against its signature vectors, keys and
+//!   metadata;
+//! - open time and resident memory right after `Index::open_read_only`,
+//!   measured in a fresh child process (median of 5 opens).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::sync::mpsc::sync_channel;
+use std::time::Instant;
+
+use neardex::store::{Document, Index, Metadata};
+use neardex::{DocumentSignature, SignatureConfig, Signer};
+
+const BATCH: usize = 1_000;
+
+struct Corpus {
+    sentences: Vec<String>,
+}
+
+impl Corpus {
+    fn load() -> Corpus {
+        let data = common::shared_data().expect("the store benchmark needs ../shared/data for its sentences");
+        let mut sentences = Vec::new();
+        for page in common::article_benchmark(&data) {
+            for s in page.gold.split_inclusive(". ") {
+                let s = s.trim();
+                if s.len() > 40 && s.len() < 400 {
+                    sentences.push(s.to_owned());
+                }
+            }
+        }
+        Corpus { sentences }
+    }
+
+    /// Page `n`: about 5 KB of HTML, deterministic in `n`.
+    fn page(&self, n: u64) -> String {
+        // Every tenth page copies page n - 7 with its first sentence changed.
+        let (seed, edited) = if n % 10 == 9 && n >= 7 { (n - 7, true) } else { (n, false) };
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut html = format!(
+            "<html><head><title>Story {seed}</title><script>var id = {seed};</script></head><body>\
+             <nav><a href=\"/\">Home</a> | <a href=\"/news\">News</a> | <a href=\"/sport\">Sport</a></nav><article>"
+        );
+        let mut first = true;
+        while html.len() < 5_000 {
+            let sentence = &self.sentences[(next() % self.sentences.len() as u64) as usize];
+            html.push_str("<p>");
+            if first && edited {
+                html.push_str("Updated: an editor has rewritten this opening line of the story.");
+            } else {
+                html.push_str(sentence);
+            }
+            first = false;
+            html.push_str("</p>\n");
+        }
+        html.push_str("</article><footer>&copy; The Daily Example</footer></body></html>");
+        html
+    }
+}
+
+/// Generates and signs pages `0..n` on two threads, handing each signature
+/// to `consume` in order of arrival.
+fn produce(corpus: &Corpus, signer: &Signer, n: u64, mut consume: impl FnMut(u64, DocumentSignature)) {
+    // Handed over 100 at a time: one channel operation per page costs a
+    // visible share of the time in thread wake-ups.
+    let (tx, rx) = sync_channel::<Vec<(u64, DocumentSignature)>>(64);
+    std::thread::scope(|scope| {
+        for worker in 0..2u64 {
+            let tx = tx.clone();
+            scope.spawn(move || {
+                let mut scratch = neardex::Scratch::default();
+                let mut chunk = Vec::with_capacity(100);
+                for i in (worker..n).step_by(2) {
+                    let page = corpus.page(i);
+                    chunk.push((i, signer.sign_html_with(page.as_bytes(), &mut scratch)));
+                    if chunk.len() == 100 && tx.send(std::mem::take(&mut chunk)).is_err() {
+                        return;
+                    }
+                }
+                let _ = tx.send(chunk);
+            });
+        }
+        drop(tx);
+        for (i, signature) in rx.into_iter().flatten() {
+            consume(i, signature);
+        }
+    });
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned())
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// In the child: open the index read-only 5 times and print the median
+/// open time and the resident memory added by the last open.
+fn open_only(dir: &str) {
+    let mut times = Vec::new();
+    let mut added = 0;
+    for _ in 0..5 {
+        let before = rss_kib();
+        let start = Instant::now();
+        let index = Index::open_read_only(dir).expect("open");
+        let searcher = index.searcher().expect("searcher");
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        added = rss_kib().saturating_sub(before);
+        assert!(!searcher.is_empty());
+        drop((searcher, index));
+    }
+    println!("open_ms {:.2} rss_added_kib {added} rss_total_kib {}", median(times), rss_kib());
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--open-only") {
+        open_only(&args[at + 1]);
+        return;
+    }
+    if args.iter().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` asks benches for their names.
+    }
+    let n: u64 = std::env::var("NEARDEX_BENCH_DOCS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let corpus = Corpus::load();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+
+    let start = Instant::now();
+    let mut signatures = 0u64;
+    produce(&corpus, &signer, n, |_, s| signatures += s.vector.total());
+    let baseline = n as f64 / start.elapsed().as_secs_f64();
+    println!("baseline: generate + sign {n} pages on 2 threads: {baseline:.0} docs/s");
+
+    let dir = tempfile::tempdir_in(std::env::var("NEARDEX_BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
+    let index = Index::create(dir.path(), SignatureConfig::default()).unwrap();
+    let start = Instant::now();
+    let mut writer = Some(index.writer().unwrap());
+    let mut in_batch = 0;
+    let (mut logical, mut key_bytes) = (0u64, 0u64);
+    let mut commit_secs = 0.0;
+    let mut flush_secs = 0.0;
+    produce(&corpus, &signer, n, |i, s| {
+        let key = format!("https://news.example/{i}");
+        key_bytes += key.len() as u64;
+        logical += s.vector.distinct() * 12;
+        let w = writer.as_mut().unwrap();
+        w.insert(&key, Document::Signatures(&s), Metadata::default()).unwrap();
+        in_batch += 1;
+        if in_batch == BATCH {
+            let committing = Instant::now();
+            let pending = writer.take().unwrap().commit().unwrap();
+            let spent = committing.elapsed().as_secs_f64();
+            commit_secs += spent;
+            if pending == 0 {
+                flush_secs += spent;
+            }
+            writer = Some(index.writer().unwrap());
+            in_batch = 0;
+        }
+    });
+    writer.take().unwrap().commit().unwrap();
+    drop(writer);
+    let ingest = n as f64 / start.elapsed().as_secs_f64();
+    let stats = index.stats().unwrap();
+    println!(
+        "ingest: {n} pages, {BATCH} per durable commit, 2 signing threads + 1 writer: {ingest:.0} docs/s \
+         ({:.2} of the baseline); {} segments, {} pending",
+        ingest / baseline,
+        stats.segments,
+        stats.pending
+    );
+    let catalog = std::fs::metadata(dir.path().join("catalog.redb")).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "  of which in commit(): {commit_secs:.1} s ({flush_secs:.1} s in commits that flushed) of {:.1} s; \
+         catalog {catalog} bytes, segments {} bytes",
+        n as f64 / ingest,
+        stats.bytes_on_disk - catalog
+    );
+    let base = logical + key_bytes;
+    println!(
+        "footprint: {} bytes on disk for {} bytes of vectors (12 B an entry) and keys: {:.2}x",
+        stats.bytes_on_disk,
+        base,
+        stats.bytes_on_disk as f64 / base as f64
+    );
+    drop(index);
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--open-only", dir.path().to_str().unwrap()])
+        .output()
+        .expect("child");
+    let report = String::from_utf8_lossy(&child.stdout);
+    println!("open in a fresh process ({n} documents): {}", report.trim());
+}
