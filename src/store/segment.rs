@@ -609,20 +609,8 @@ mod tests {
         assert!(bytes[40..60].iter().all(|&b| b == 0));
         assert_eq!(u32_at(60), crc32fast::hash(&bytes[..60]));
         let (n, e, k, b) = (4u64, 6u64, 4u64, 4u64); // docs, entries, distinct hashes {1,5,9,12}, band keys {1,2,3,7}; lengths {0,1,3}
-        let expected_sizes = [
-            24 * n,
-            16 * 3,
-            8 * e,
-            4 * e,
-            8 * k,
-            8 * k,
-            u64::MAX,
-            8 * 2 * n,
-            8 * b,
-            8 * b,
-            u64::MAX,
-            16 * n,
-        ];
+        let expected_sizes =
+            [24 * n, 16 * 3, 8 * e, 4 * e, 8 * k, 8 * k, u64::MAX, 8 * 2 * n, 8 * b, 8 * b, u64::MAX, 16 * n];
         let mut previous_end = 352u64;
         for (i, expected) in expected_sizes.into_iter().enumerate() {
             let at = 64 + i * 24;

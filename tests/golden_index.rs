@@ -1,0 +1,60 @@
+//! The golden index of format version 1 (`tests/data/golden-v1/`, written
+//! once by `examples/write_golden_index.rs`) must keep opening and answering
+//! identically: its documents, metadata, vectors, and an exact query.
+
+use neardex::store::Index;
+use neardex::{SignatureConfig, Signer, Threshold};
+
+const DOCS: &[(&str, &str, &str)] = include!("data/golden-v1-docs.in");
+
+/// A copy of the golden index in a temporary directory (opening for writing
+/// creates a lock file and may clean up; the checked-in files stay as they
+/// are).
+fn golden_copy() -> tempfile::TempDir {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-v1");
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn golden_index_v1_opens_and_answers_identically() {
+    let dir = golden_copy();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    for index in [Index::open_read_only(dir.path()).unwrap(), Index::open(dir.path()).unwrap()] {
+        index.verify().unwrap();
+        assert_eq!(index.config(), &SignatureConfig::default());
+        let stats = index.stats().unwrap();
+        assert_eq!((stats.documents, stats.deleted, stats.pending, stats.segments), (5, 1, 2, 1));
+        let searcher = index.searcher().unwrap();
+        for (n, (key, text, url)) in DOCS.iter().enumerate() {
+            let doc = searcher.get(key).unwrap();
+            if *key == "golden-2" {
+                assert!(doc.is_none(), "golden-2 was deleted");
+                continue;
+            }
+            let doc = doc.unwrap_or_else(|| panic!("{key} missing"));
+            assert_eq!(doc.id, n as u64 + 1);
+            assert_eq!(doc.metadata.url.as_deref(), Some(*url));
+            assert_eq!(doc.metadata.date.as_deref(), if n >= 4 { Some("2024-01-02") } else { None });
+            // Signatures are part of the format: today's signer must agree.
+            let expected = signer.sign_text(text);
+            assert_eq!(doc.vector, expected.vector, "{key}");
+            assert_eq!(doc.fingerprint, expected.fingerprint, "{key}");
+        }
+        let q = signer.sign_text(DOCS[0].1).vector;
+        let answer: Vec<(u64, u64, u64)> = searcher
+            .query_exhaustive(&q, Threshold::new(0.5).unwrap())
+            .unwrap()
+            .iter()
+            .map(|m| (m.id, m.overlap.num, m.overlap.den))
+            .collect();
+        // golden-0 itself and its exact copy golden-4 (5/5), and golden-1,
+        // one word different (4/6).
+        assert_eq!(answer, [(1, 5, 5), (2, 4, 6), (5, 5, 5)]);
+        drop(searcher);
+    }
+}
