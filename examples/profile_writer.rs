@@ -11,10 +11,17 @@ fn main() {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(50_000);
     let signer = Signer::new(SignatureConfig::default()).unwrap();
     let signatures: Vec<_> = (0..200)
-        .map(|i| signer.sign_text(&format!("The council has voted {i} times and the library is being built. {}", "It is a long story that is told here again and the town is happy with it. ".repeat(20))))
+        .map(|i| {
+            signer.sign_text(&format!(
+                "The council has voted {i} times and the library is being built. {}",
+                "It is a long story that is told here again and the town is happy with it. ".repeat(20)
+            ))
+        })
         .collect();
     let dir = tempfile::tempdir_in(".").unwrap();
-    let index = Index::create_with(dir.path(), SignatureConfig::default(), IndexOptions { flush_threshold: usize::MAX }).unwrap();
+    let index =
+        Index::create_with(dir.path(), SignatureConfig::default(), IndexOptions { flush_threshold: usize::MAX })
+            .unwrap();
     let start = Instant::now();
     let mut commit = 0.0;
     for batch in 0..n / 1000 {

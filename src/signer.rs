@@ -82,6 +82,11 @@ impl Signer {
         &self.config
     }
 
+    /// The MinHash sketcher of the configuration.
+    pub fn minhasher(&self) -> &MinHasher {
+        &self.minhasher
+    }
+
     /// Signs plain text.
     pub fn sign_text(&self, text: &str) -> DocumentSignature {
         self.sign_text_with(text, &mut Scratch::default())

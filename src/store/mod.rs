@@ -17,6 +17,7 @@
 mod catalog;
 mod error;
 mod mmap;
+mod query;
 pub mod segment;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,7 @@ use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTable
 
 pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION};
 pub use error::IndexError;
+pub use query::{LshRecall, Pruning, QueryStats};
 pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};

@@ -375,6 +375,14 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(entry)
     }
 
+    /// The number of distinct signatures of the document at `ordinal`.
+    ///
+    /// # Errors
+    /// As [`Segment::entry`].
+    pub fn distinct_of(&self, ordinal: u32) -> Result<u32, IndexError> {
+        Ok(self.entry(ordinal)?.distinct)
+    }
+
     /// The signature vector of the document at `ordinal`.
     ///
     /// # Errors

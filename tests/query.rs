@@ -1,0 +1,209 @@
+//! The pruned exact query against the brute-force oracle: random corpora and
+//! thresholds for every similarity, after deletes, flushes, merges and
+//! reopen; the paper's Algorithm 1 counterexample; all real pages of
+//! ../shared/data; and the LSH query's contract.
+
+mod common;
+
+use neardex::oracle;
+use neardex::sketch::{band_keys, MinHasher};
+use neardex::store::{Document, Index, IndexOptions, Metadata, Pruning};
+use neardex::{DocumentSignature, Fingerprint, SignatureConfig, SignatureVector, Signer, Similarity, Threshold};
+use proptest::prelude::*;
+
+/// A document signature for a hand-made vector, with the sketches the
+/// configuration would give it.
+fn signature_of(config: &SignatureConfig, vector: SignatureVector, n: u64) -> DocumentSignature {
+    let minhash = MinHasher::new(config.minhash.permutations, config.hash_seed).sketch(vector.hashes());
+    let band_keys = band_keys(&minhash, config.minhash.lsh(), config.hash_seed);
+    DocumentSignature { vector, fingerprint: Fingerprint(u128::from(n)), minhash, band_keys }
+}
+
+fn config_with(similarity: Similarity) -> SignatureConfig {
+    SignatureConfig { similarity, ..SignatureConfig::default() }
+}
+
+/// §4.3 read literally would skip {b:6}: list a (document frequency 1) is
+/// processed first, δ1 = 2, then in list b δ1 + δ2 = 2 + 4 > (1 − 0.5)·10.
+/// Its similarity to q = {a:2, b:8} is 6/10.
+#[test]
+fn the_literal_line_18_counterexample_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SignatureConfig::default();
+    let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 1 }).unwrap();
+    let (a, b, c) = (1u64, 2u64, 3u64);
+    let docs = [
+        SignatureVector::from_pairs([(b, 6)]),
+        SignatureVector::from_pairs([(b, 1), (c, 9)]),
+        SignatureVector::from_pairs([(a, 1), (c, 1)]),
+    ];
+    let mut w = index.writer().unwrap();
+    for (n, v) in docs.iter().enumerate() {
+        w.insert(
+            &format!("d{n}"),
+            Document::Signatures(&signature_of(&config, v.clone(), n as u64)),
+            Metadata::default(),
+        )
+        .unwrap();
+    }
+    w.commit().unwrap();
+    assert_eq!(index.stats().unwrap().pending, 0, "all in a segment");
+    let q = SignatureVector::from_pairs([(a, 2), (b, 8)]);
+    let s = index.searcher().unwrap();
+    let (found, stats) = s.query_with(&q, Threshold::new(0.5).unwrap(), Pruning::Full).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].overlap.num, found[0].overlap.den), (6, 10));
+    assert_eq!(s.get_by_id(found[0].id).unwrap().unwrap().key, "d0");
+    assert!(stats.candidates_verified >= 1);
+}
+
+fn arb_vector() -> impl Strategy<Value = SignatureVector> {
+    prop_oneof![
+        1 => Just(SignatureVector::new()),
+        6 => prop::collection::vec((0u64..30, 1u32..4), 1..12).prop_map(SignatureVector::from_pairs),
+        1 => prop::collection::vec((0u64..200, 1u32..3), 40..120).prop_map(SignatureVector::from_pairs),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Delete(usize),
+    Flush,
+    Optimize,
+    Reopen,
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0usize..40).prop_map(Step::Delete),
+        1 => Just(Step::Flush),
+        1 => Just(Step::Optimize),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn query_equals_the_oracle(
+        docs in prop::collection::vec(arb_vector(), 1..40),
+        duplicates in prop::collection::vec(0usize..40, 0..10),
+        steps in prop::collection::vec(arb_step(), 0..6),
+        queries in prop::collection::vec(arb_vector(), 1..4),
+        taus in prop::collection::vec(prop_oneof![Just(1_000_000_000u32), 1u32..=1_000_000_000], 1..4),
+        measure in prop_oneof![Just(Similarity::MultisetJaccard), Just(Similarity::SetJaccard), Just(Similarity::Containment)],
+        flush_threshold in 1usize..20,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_with(measure);
+        let options = IndexOptions { flush_threshold };
+        let mut index = Some(Index::create_with(dir.path(), config.clone(), options).unwrap());
+        let mut corpus = docs.clone();
+        corpus.extend(duplicates.iter().map(|&i| docs[i % docs.len()].clone()));
+        let mut live: Vec<Option<SignatureVector>> = Vec::new();
+        {
+            let idx = index.as_ref().unwrap();
+            for chunk in corpus.chunks(7) {
+                let mut w = idx.writer().unwrap();
+                for v in chunk {
+                    let n = live.len();
+                    w.insert(&format!("k{n}"), Document::Signatures(&signature_of(&config, v.clone(), n as u64)), Metadata::default()).unwrap();
+                    live.push(Some(v.clone()));
+                }
+                w.commit().unwrap();
+            }
+        }
+        for step in steps {
+            let idx = index.as_ref().unwrap();
+            match step {
+                Step::Delete(i) => {
+                    let i = i % live.len();
+                    let mut w = idx.writer().unwrap();
+                    w.delete(&format!("k{i}")).unwrap();
+                    w.commit().unwrap();
+                    live[i] = None;
+                }
+                Step::Flush => idx.flush().unwrap(),
+                Step::Optimize => idx.optimize().unwrap(),
+                Step::Reopen => {
+                    drop(index.take());
+                    index = Some(Index::open_with(dir.path(), options).unwrap());
+                }
+            }
+        }
+        let idx = index.as_ref().unwrap();
+        let s = idx.searcher().unwrap();
+        // Document ids are assigned 1, 2, ... in insertion order.
+        let expected_docs: Vec<(u64, &SignatureVector)> =
+            live.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (i as u64 + 1, v))).collect();
+        let mut all_queries = queries.clone();
+        all_queries.extend(corpus.iter().take(3).cloned());
+        for q in &all_queries {
+            for &ppb in &taus {
+                let tau = Threshold::from_ppb(ppb).unwrap();
+                let expected = oracle::query(expected_docs.iter().copied(), q, measure, tau);
+                let (full, full_stats) = s.query_with(q, tau, Pruning::Full).unwrap();
+                let (window, window_stats) = s.query_with(q, tau, Pruning::WindowOnly).unwrap();
+                let (none, none_stats) = s.query_with(q, tau, Pruning::None).unwrap();
+                prop_assert_eq!(&full, &expected, "τ = {}, {:?}", tau, measure);
+                prop_assert_eq!(&window, &expected);
+                prop_assert_eq!(&none, &expected);
+                prop_assert!(full_stats.postings_read <= window_stats.postings_read);
+                prop_assert!(window_stats.postings_read <= none_stats.postings_read);
+                prop_assert!(full_stats.candidates_verified <= none_stats.candidates_verified);
+                // LSH: never a false positive.
+                let signature = signature_of(&config, q.clone(), 0);
+                for m in s.query_lsh(&signature, tau).unwrap() {
+                    prop_assert!(expected.contains(&m));
+                }
+            }
+        }
+    }
+}
+
+/// All 1,562 real pages in one index (two segments and a delta), a sample
+/// of them as queries at several τ: zero differences from the oracle, and
+/// the pruning visibly saves work.
+#[test]
+fn real_pages_at_several_thresholds() {
+    let Some(data) = common::shared_data() else { return };
+    let mut pages = common::article_benchmark(&data);
+    pages.extend(common::dragnet(&data));
+    let dir = tempfile::tempdir().unwrap();
+    let config = SignatureConfig::default();
+    let signer = Signer::new(config.clone()).unwrap();
+    let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 400 }).unwrap();
+    let mut vectors = Vec::new();
+    for chunk in pages.chunks(500) {
+        let mut w = index.writer().unwrap();
+        for page in chunk {
+            let signature = signer.sign_html(&page.html);
+            let outcome = w.insert(&page.name, Document::Signatures(&signature), Metadata::default()).unwrap();
+            vectors.push((outcome.id, signature.vector));
+        }
+        w.commit().unwrap();
+    }
+    let stats = index.stats().unwrap();
+    assert!(stats.segments >= 2 && stats.pending > 0, "{stats:?}");
+    let s = index.searcher().unwrap();
+    let docs: Vec<(u64, &SignatureVector)> = vectors.iter().map(|(id, v)| (*id, v)).collect();
+    let (mut full_read, mut none_read, mut matches) = (0, 0, 0);
+    for tau in [0.3, 0.5, 0.8, 0.9, 1.0] {
+        let tau = Threshold::new(tau).unwrap();
+        for (_, q) in vectors.iter().step_by(13) {
+            let expected = oracle::query(docs.iter().copied(), q, Similarity::MultisetJaccard, tau);
+            let (got, full) = s.query_with(q, tau, Pruning::Full).unwrap();
+            assert_eq!(got, expected);
+            let (_, none) = s.query_with(q, tau, Pruning::None).unwrap();
+            full_read += full.postings_read;
+            none_read += none.postings_read;
+            matches += got.len();
+        }
+    }
+    println!("real pages: {matches} matches; postings read with pruning {full_read}, without {none_read}");
+    assert!(full_read * 2 < none_read, "pruning should at least halve the postings read");
+}
