@@ -207,3 +207,92 @@ fn real_pages_at_several_thresholds() {
     println!("real pages: {matches} matches; postings read with pruning {full_read}, without {none_read}");
     assert!(full_read * 2 < none_read, "pruning should at least halve the postings read");
 }
+
+/// Connected components of `pairs` over `ids`, the slow obvious way.
+fn components(ids: &[u64], pairs: &[(u64, u64)]) -> Vec<Vec<u64>> {
+    let mut cluster_of: std::collections::BTreeMap<u64, u64> = ids.iter().map(|&i| (i, i)).collect();
+    loop {
+        let mut changed = false;
+        for &(a, b) in pairs {
+            let (ca, cb) = (cluster_of[&a], cluster_of[&b]);
+            if ca != cb {
+                let low = ca.min(cb);
+                for c in cluster_of.values_mut() {
+                    if *c == ca || *c == cb {
+                        *c = low;
+                    }
+                }
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut groups: std::collections::BTreeMap<u64, Vec<u64>> = std::collections::BTreeMap::new();
+    for (id, c) in cluster_of {
+        groups.entry(c).or_default().push(id);
+    }
+    groups.into_values().filter(|g| g.len() > 1).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn self_join_and_clusters_equal_the_oracle(
+        docs in prop::collection::vec(arb_vector(), 1..60),
+        deletes in prop::collection::vec(0usize..60, 0..8),
+        ppb in prop_oneof![Just(1_000_000_000u32), 1u32..=1_000_000_000],
+        set in any::<bool>(),
+        flush_threshold in 1usize..30,
+    ) {
+        let measure = if set { Similarity::SetJaccard } else { Similarity::MultisetJaccard };
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_with(measure);
+        let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold }).unwrap();
+        let mut live: Vec<Option<SignatureVector>> = docs.iter().cloned().map(Some).collect();
+        for (chunk_no, chunk) in docs.chunks(9).enumerate() {
+            let mut w = index.writer().unwrap();
+            for (i, v) in chunk.iter().enumerate() {
+                let n = chunk_no * 9 + i;
+                w.insert(&format!("k{n}"), Document::Signatures(&signature_of(&config, v.clone(), n as u64)), Metadata::default()).unwrap();
+            }
+            w.commit().unwrap();
+        }
+        let mut w = index.writer().unwrap();
+        for d in deletes {
+            let d = d % docs.len();
+            w.delete(&format!("k{d}")).unwrap();
+            live[d] = None;
+        }
+        w.commit().unwrap();
+        let tau = Threshold::from_ppb(ppb).unwrap();
+        let expected_docs: Vec<(u64, &SignatureVector)> =
+            live.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (i as u64 + 1, v))).collect();
+        let expected = oracle::self_join(&expected_docs, measure, tau);
+        let s = index.searcher().unwrap();
+        let mut got = Vec::new();
+        s.self_join(tau, |p| got.push(p)).unwrap();
+        prop_assert_eq!(&got, &expected);
+        let ids: Vec<u64> = expected_docs.iter().map(|d| d.0).collect();
+        let pairs: Vec<(u64, u64)> = expected.iter().map(|p| (p.a, p.b)).collect();
+        let clusters = s.clusters(tau).unwrap();
+        let got_members: Vec<Vec<u64>> = clusters.iter().map(|c| c.members.clone()).collect();
+        prop_assert_eq!(got_members, components(&ids, &pairs));
+        for c in &clusters {
+            prop_assert_eq!(c.representative, c.members[0]);
+        }
+    }
+}
+
+#[test]
+fn self_join_under_containment_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::create(dir.path(), config_with(Similarity::Containment)).unwrap();
+    let err = index.searcher().unwrap().self_join(Threshold::ONE, |_| {}).unwrap_err();
+    assert!(matches!(err, neardex::store::IndexError::Unsupported { .. }), "{err}");
+}

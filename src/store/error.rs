@@ -75,6 +75,11 @@ pub enum IndexError {
     },
     /// The index was opened read-only.
     ReadOnly,
+    /// The operation is not available for this configuration.
+    Unsupported {
+        /// What is not available, and why.
+        what: &'static str,
+    },
 }
 
 impl IndexError {
@@ -124,6 +129,7 @@ impl fmt::Display for IndexError {
             }
             IndexError::DuplicateKey { key } => write!(f, "key {key:?} is already in the index (replace it instead)"),
             IndexError::ReadOnly => write!(f, "the index is open read-only"),
+            IndexError::Unsupported { what } => write!(f, "not supported: {what}"),
         }
     }
 }

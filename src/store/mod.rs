@@ -29,7 +29,7 @@ use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTable
 
 pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION};
 pub use error::IndexError;
-pub use query::{LshRecall, Pruning, QueryStats};
+pub use query::{Cluster, LshRecall, Pruning, QueryStats};
 pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
@@ -1041,6 +1041,14 @@ impl Searcher {
         }))
     }
 
+    /// The signature vector of live document `id`.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when no segment or pending record holds it.
+    pub fn vector_of(&self, id: u64) -> Result<SignatureVector, IndexError> {
+        self.vector(id)
+    }
+
     fn vector(&self, id: u64) -> Result<SignatureVector, IndexError> {
         if let Some(doc) = self.state.delta.get(&id) {
             return Ok(doc.vector.clone());
@@ -1087,8 +1095,8 @@ impl Searcher {
 
     /// Every live document with `sim(query, d) ≥ τ` under the index's
     /// similarity, in ascending id order, by comparing the query with every
-    /// live document. Exact; linear in the index size (the pruned query of
-    /// the SpotSigs paper replaces this scan in a later release).
+    /// live document: the audit path, linear in the index size. Use
+    /// [`Searcher::query`] for speed; both give the same answer.
     ///
     /// # Errors
     /// [`IndexError::Corrupted`] for damaged segments.

@@ -317,3 +317,102 @@ impl LshRecall {
         }
     }
 }
+
+/// One cluster of near-duplicates: the connected component of the
+/// near-duplicate graph at some τ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// The smallest document id in the cluster (stable across runs).
+    pub representative: u64,
+    /// Every member, ascending (the representative included).
+    pub members: Vec<u64>,
+}
+
+/// Documents per unit of parallel work in the self-join: bounds the pairs
+/// held in memory before they are handed out in order.
+const JOIN_CHUNK: usize = 512;
+
+impl Searcher {
+    /// Ids of every live document, ascending.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for damaged segments.
+    pub fn live_ids(&self) -> Result<Vec<u64>, IndexError> {
+        let mut ids = Vec::with_capacity(self.len() as usize);
+        self.for_each_live(|id, _| ids.push(id))?;
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Calls `emit` with every pair `(a, b)`, `a < b`, of live documents
+    /// with `sim ≥ τ`, each exactly once, in ascending `(a, b)` order. The
+    /// work runs on all cores in chunks of documents; only one chunk's
+    /// pairs are held at a time.
+    ///
+    /// # Errors
+    /// [`IndexError::Unsupported`] under containment (not symmetric: a pair
+    /// is found from its longer side, out of order); corruption errors.
+    pub fn self_join(&self, tau: Threshold, mut emit: impl FnMut(crate::oracle::Pair)) -> Result<(), IndexError> {
+        use rayon::prelude::*;
+        if self.signer.config().similarity == Similarity::Containment {
+            return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
+        }
+        let ids = self.live_ids()?;
+        for chunk in ids.chunks(JOIN_CHUNK) {
+            let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
+                .par_iter()
+                .map(|&a| {
+                    let vector = self.vector_of(a)?;
+                    let matches = self.query(&vector, tau)?;
+                    Ok(matches
+                        .into_iter()
+                        .filter(|m| m.id > a)
+                        .map(|m| crate::oracle::Pair { a, b: m.id, overlap: m.overlap })
+                        .collect())
+                })
+                .collect();
+            for pairs in found {
+                pairs?.into_iter().for_each(&mut emit);
+            }
+        }
+        Ok(())
+    }
+
+    /// The clusters of two or more documents that the near-duplicate pairs
+    /// at τ connect (union-find over [`Searcher::self_join`]), ordered by
+    /// representative.
+    ///
+    /// # Errors
+    /// As [`Searcher::self_join`].
+    pub fn clusters(&self, tau: Threshold) -> Result<Vec<Cluster>, IndexError> {
+        let ids = self.live_ids()?;
+        let index_of = |id: u64| ids.binary_search(&id).ok();
+        let mut parent: Vec<usize> = (0..ids.len()).collect();
+        fn find(parent: &mut [usize], mut x: usize) -> usize {
+            while parent[x] != x {
+                parent[x] = parent[parent[x]];
+                x = parent[x];
+            }
+            x
+        }
+        self.self_join(tau, |pair| {
+            if let (Some(a), Some(b)) = (index_of(pair.a), index_of(pair.b)) {
+                let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+                // The smaller index (smaller id) becomes the root: the root
+                // of a component is its smallest id.
+                let (low, high) = if ra < rb { (ra, rb) } else { (rb, ra) };
+                parent[high] = low;
+            }
+        })?;
+        let mut members: std::collections::BTreeMap<usize, Vec<u64>> = std::collections::BTreeMap::new();
+        for (i, &id) in ids.iter().enumerate() {
+            let root = find(&mut parent, i);
+            members.entry(root).or_default().push(id);
+        }
+        Ok(members
+            .into_values()
+            .filter(|m| m.len() > 1)
+            .map(|members| Cluster { representative: members[0], members })
+            .collect())
+    }
+}
