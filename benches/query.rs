@@ -36,7 +36,8 @@ fn bench(c: &mut Criterion) {
     for tau in [0.5, 0.8] {
         let t = Threshold::new(tau).unwrap();
         let mut group = c.benchmark_group(format!("query_tau_{tau}"));
-        for (name, pruning) in [("full", Pruning::Full), ("window_only", Pruning::WindowOnly), ("none", Pruning::None)] {
+        for (name, pruning) in [("full", Pruning::Full), ("window_only", Pruning::WindowOnly), ("none", Pruning::None)]
+        {
             group.bench_function(name, |b| {
                 b.iter(|| {
                     for q in &queries {

@@ -296,3 +296,54 @@ fn self_join_under_containment_is_a_typed_error() {
     let err = index.searcher().unwrap().self_join(Threshold::ONE, |_| {}).unwrap_err();
     assert!(matches!(err, neardex::store::IndexError::Unsupported { .. }), "{err}");
 }
+
+#[test]
+fn insert_if_new_top_k_and_explain() {
+    use neardex::store::InsertIfNew;
+    let dir = tempfile::tempdir().unwrap();
+    let config = SignatureConfig::default();
+    let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 2 }).unwrap();
+    let tau = Threshold::new(0.6).unwrap();
+    let v = |pairs: &[(u64, u32)]| SignatureVector::from_pairs(pairs.iter().copied());
+    let base = v(&[(1, 1), (2, 1), (3, 1), (4, 1), (5, 1)]);
+    let near = v(&[(1, 1), (2, 1), (3, 1), (4, 1), (6, 1)]); // 4/6 to base
+    let far = v(&[(7, 1), (8, 1)]);
+    let mut w = index.writer().unwrap();
+    let sig = |vector: &SignatureVector, n| signature_of(&config, vector.clone(), n);
+    let first = w.insert_if_new("base", Document::Signatures(&sig(&base, 1)), Metadata::default(), tau).unwrap();
+    assert!(matches!(first, InsertIfNew::Inserted(_)));
+    // Staged in this very writer: still seen.
+    match w.insert_if_new("near", Document::Signatures(&sig(&near, 2)), Metadata::default(), tau).unwrap() {
+        InsertIfNew::Matches(m) => assert_eq!((m.len(), m[0].overlap.num, m[0].overlap.den), (1, 4, 6)),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        w.insert_if_new("far", Document::Signatures(&sig(&far, 3)), Metadata::default(), tau).unwrap(),
+        InsertIfNew::Inserted(_)
+    ));
+    w.commit().unwrap(); // flushes: committed documents are found in segments too
+    let mut w = index.writer().unwrap();
+    assert!(matches!(
+        w.insert_if_new("near", Document::Signatures(&sig(&near, 2)), Metadata::default(), tau).unwrap(),
+        InsertIfNew::Matches(_)
+    ));
+    // Deleted in this writer: no longer blocks.
+    w.delete("base").unwrap();
+    assert!(matches!(
+        w.insert_if_new("near", Document::Signatures(&sig(&near, 2)), Metadata::default(), tau).unwrap(),
+        InsertIfNew::Inserted(_)
+    ));
+    w.insert("base2", Document::Signatures(&sig(&base, 4)), Metadata::default()).unwrap();
+    w.commit().unwrap();
+
+    let s = index.searcher().unwrap();
+    let top = s.top_k(&base, 2, Threshold::new(0.1).unwrap()).unwrap();
+    let keys: Vec<String> = top.iter().map(|m| s.get_by_id(m.id).unwrap().unwrap().key).collect();
+    assert_eq!(keys, ["base2", "near"], "1.0 before 4/6");
+    assert_eq!(s.top_k(&base, 10, Threshold::new(0.9).unwrap()).unwrap().len(), 1);
+
+    let e = s.explain("near", "base2").unwrap().unwrap();
+    assert_eq!(e.shared, [(1, 1, 1), (2, 1, 1), (3, 1, 1), (4, 1, 1)]);
+    assert_eq!((e.lengths, e.overlap.num, e.overlap.den), ((5, 5), 4, 6));
+    assert!(s.explain("near", "missing").unwrap().is_none());
+}

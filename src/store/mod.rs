@@ -29,7 +29,7 @@ use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTable
 
 pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION};
 pub use error::IndexError;
-pub use query::{Cluster, LshRecall, Pruning, QueryStats};
+pub use query::{explain_vectors, Cluster, Explanation, LshRecall, Pruning, QueryStats};
 pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
@@ -82,6 +82,16 @@ pub struct InsertOutcome {
     /// The id of a live document with the same exact-content fingerprint,
     /// if there is one.
     pub exact_duplicate_of: Option<u64>,
+}
+
+/// What [`Writer::insert_if_new`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InsertIfNew {
+    /// Nothing was similar enough: the document was inserted.
+    Inserted(InsertOutcome),
+    /// These stored or staged documents are at least τ similar; nothing was
+    /// inserted.
+    Matches(Vec<Match>),
 }
 
 /// A stored document as a searcher sees it.
@@ -901,6 +911,51 @@ impl Writer<'_> {
             .map_err(redb_err("writing pending"))?;
         self.added.insert(id, Arc::new(DeltaDoc { vector: pending.vector, band_keys: pending.band_keys }));
         Ok(InsertOutcome { id, exact_duplicate_of })
+    }
+
+    /// The crawler's call: inserts the document unless a stored or staged
+    /// document is at least `tau` similar to it, atomically with respect to
+    /// other inserts (this writer is the only one). Returns the new
+    /// document's outcome, or the matches that prevented the insert.
+    ///
+    /// # Errors
+    /// [`IndexError::DuplicateKey`] when `key` is taken; catalog and
+    /// corruption errors.
+    pub fn insert_if_new(
+        &mut self,
+        key: &str,
+        document: Document<'_>,
+        metadata: Metadata,
+        tau: Threshold,
+    ) -> Result<InsertIfNew, IndexError> {
+        let owned;
+        let signature = match document {
+            Document::Text(text) => {
+                owned = self.index.signer.sign_text(text);
+                &owned
+            }
+            Document::Html(html) => {
+                owned = self.index.signer.sign_html(html);
+                &owned
+            }
+            Document::Signatures(s) => s,
+        };
+        // Committed documents, less those this writer deleted, plus those it
+        // staged.
+        let searcher = self.index.searcher()?;
+        let mut matches: Vec<Match> = searcher
+            .query(&signature.vector, tau)?
+            .into_iter()
+            .filter(|m| !self.newly_deleted.contains(&m.id) && !self.removed_pending.contains(&m.id))
+            .collect();
+        let measure = self.index.config().similarity;
+        let staged = self.added.iter().map(|(&id, doc)| (id, &doc.vector));
+        matches.extend(oracle::query(staged, &signature.vector, measure, tau));
+        if !matches.is_empty() {
+            matches.sort_unstable_by_key(|m| m.id);
+            return Ok(InsertIfNew::Matches(matches));
+        }
+        Ok(InsertIfNew::Inserted(self.insert(key, Document::Signatures(signature), metadata)?))
     }
 
     /// Deletes the document stored under `key`; returns whether there was

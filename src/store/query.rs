@@ -416,3 +416,52 @@ impl Searcher {
             .collect())
     }
 }
+
+/// Why two documents are (or are not) near-duplicates: the signatures they
+/// share and the exact arithmetic of their similarity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// Shared signatures: `(hash, frequency in a, frequency in b)`.
+    pub shared: Vec<(u64, u32, u32)>,
+    /// |a| and |b| under the measure.
+    pub lengths: (u64, u64),
+    /// The similarity as an exact ratio.
+    pub overlap: Overlap,
+    /// The measure.
+    pub measure: Similarity,
+}
+
+impl Searcher {
+    /// The `k` most similar live documents with similarity at least
+    /// `tau_min`, most similar first (ties by ascending id): exact.
+    ///
+    /// # Errors
+    /// As [`Searcher::query`].
+    pub fn top_k(&self, query: &SignatureVector, k: usize, tau_min: Threshold) -> Result<Vec<Match>, IndexError> {
+        let mut matches = self.query(query, tau_min)?;
+        // Compare a/b with c/d exactly: a·d against c·b.
+        matches.sort_by(|x, y| {
+            let left = u128::from(y.overlap.num) * u128::from(x.overlap.den);
+            let right = u128::from(x.overlap.num) * u128::from(y.overlap.den);
+            left.cmp(&right).then(x.id.cmp(&y.id))
+        });
+        matches.truncate(k);
+        Ok(matches)
+    }
+
+    /// The shared signatures and similarity arithmetic of the documents
+    /// stored under `a` and `b`; `None` when either key is absent.
+    ///
+    /// # Errors
+    /// Catalog and corruption errors.
+    pub fn explain(&self, a: &str, b: &str) -> Result<Option<Explanation>, IndexError> {
+        let (Some(da), Some(db)) = (self.get(a)?, self.get(b)?) else { return Ok(None) };
+        Ok(Some(explain_vectors(self.signer.config().similarity, &da.vector, &db.vector)))
+    }
+}
+
+/// [`Explanation`] of two vectors under `measure`.
+pub fn explain_vectors(measure: Similarity, a: &SignatureVector, b: &SignatureVector) -> Explanation {
+    let shared = a.iter().map(|(h, fa)| (h, fa, b.freq(h))).filter(|&(_, _, fb)| fb > 0).collect();
+    Explanation { shared, lengths: (measure.length(a), measure.length(b)), overlap: measure.overlap(a, b), measure }
+}
