@@ -39,6 +39,8 @@ pub mod spotsigs;
 pub mod store;
 pub mod text;
 pub mod vector;
+#[cfg(feature = "warc")]
+pub mod warc;
 
 #[doc(hidden)]
 pub mod fuzz_support;

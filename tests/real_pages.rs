@@ -248,3 +248,22 @@ fn hand_checked_warc_page_in_euc_jp() {
     assert_eq!(first, ["ブ", "ラ", "ウ", "ニ", "ー", "ブ"]);
     assert!(tokens.iter().any(|t| t == "headporter"));
 }
+
+/// The library's WARC reader on both real samples: every response record is
+/// found, with no problem reported, and its HTTP parts parse.
+#[cfg(feature = "warc")]
+#[test]
+fn warc_reader_reads_the_real_samples_completely() {
+    let Some(data) = shared_data() else { return };
+    for (file, responses) in [("commoncrawl-sample.warc.gz", 16), ("clueweb12-quirk.warc.gz", 29)] {
+        let bytes = std::fs::read(data.join("warc-samples").join(file)).unwrap();
+        let (records, problems) = neardex::warc::read_warc(&bytes);
+        let found: Vec<_> = records.iter().filter(|r| r.kind == "response").collect();
+        println!("{file}: {} records, {} responses, problems {problems:?}", records.len(), found.len());
+        assert_eq!(found.len(), responses, "{file}");
+        for r in found {
+            let http = neardex::warc::parse_http_response(&r.block).expect("HTTP response");
+            assert!(http.status > 0, "{file} at {}", r.offset);
+        }
+    }
+}

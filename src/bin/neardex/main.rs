@@ -1,0 +1,538 @@
+//! The `neardex` command: build an index from text, HTML, WARC and JSON
+//! Lines; query it; list near-duplicate pairs and clusters. JSON Lines on
+//! standard output (one object per line) by default, `--format table` for
+//! people. Exit codes: 0 success, 1 failure, 2 usage.
+
+mod ingest;
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use neardex::store::{Index, IndexOptions};
+use neardex::{oracle, Scheme, SignatureConfig, Signer, Similarity, SpotSpec, Threshold};
+use serde_json::json;
+
+/// The embedded demo corpus: the same article under two sites' framing, a
+/// different article under the first site's framing (the SpotSigs paper's
+/// Figure 2 case), two market tables with no prose, and a note that quotes
+/// part of the article.
+const DEMO: &[(&str, &str)] = &[
+    ("harbor-chronicle.html", include_str!("demo/harbor-chronicle.html")),
+    ("valley-times.html", include_str!("demo/valley-times.html")),
+    ("harbor-chronicle-ferry.html", include_str!("demo/harbor-chronicle-ferry.html")),
+    ("market-monday.html", include_str!("demo/market-monday.html")),
+    ("market-tuesday.html", include_str!("demo/market-tuesday.html")),
+    ("library-notes.txt", include_str!("demo/library-notes.txt")),
+];
+
+#[derive(Parser)]
+#[command(name = "neardex", version, about = "Exact near-duplicate detection for text and web pages")]
+struct Cli {
+    /// Output: JSON Lines for programs (default) or an aligned table for people.
+    #[arg(long, global = true, value_enum, default_value = "json")]
+    format: OutputFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OutputFormat {
+    Json,
+    Table,
+}
+
+#[derive(clap::Args)]
+struct SchemeArgs {
+    /// Signature scheme: spotsigs, words:K or chars:K.
+    #[arg(long, default_value = "spotsigs")]
+    scheme: String,
+    /// Similarity: multiset or set (Jaccard), or containment.
+    #[arg(long, default_value = "multiset")]
+    similarity: String,
+    /// SpotSigs antecedents, comma-separated (default: the paper's best set).
+    #[arg(long, value_delimiter = ',')]
+    antecedents: Option<Vec<String>>,
+    /// SpotSigs spot distance d.
+    #[arg(long)]
+    spot_distance: Option<u32>,
+    /// SpotSigs chain length c.
+    #[arg(long)]
+    chain: Option<u32>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create an index directory.
+    ///
+    /// Example: neardex create crawl.ndx --scheme spotsigs --similarity multiset
+    Create {
+        /// The index directory (created).
+        index: PathBuf,
+        #[command(flatten)]
+        scheme: SchemeArgs,
+    },
+    /// Add files, directories (recursively) or - (standard input).
+    ///
+    /// Keys: a file's path; a WARC record's WARC-Record-ID; a JSON line's key field.
+    /// Example: neardex add crawl.ndx pages/ archive.warc.gz
+    Add {
+        /// The index directory.
+        index: PathBuf,
+        /// Files, directories, or - for standard input.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Input format (auto: by extension; .warc/.warc.gz, .jsonl, .html/.htm, else text).
+        #[arg(long = "input-format", value_enum, default_value = "auto")]
+        input_format: ingest::Format,
+        /// JSON Lines field holding the key.
+        #[arg(long, default_value = "id")]
+        key_field: String,
+        /// JSON Lines field holding the text.
+        #[arg(long, default_value = "text")]
+        text_field: String,
+        /// Replace documents whose key is already stored.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Query with documents (files or -) or a stored key: one line per query.
+    ///
+    /// Example: neardex query crawl.ndx --threshold 0.8 page.html
+    Query {
+        /// The index directory.
+        index: PathBuf,
+        /// Similarity threshold in (0, 1].
+        #[arg(long, short)]
+        threshold: f64,
+        /// Use the LSH band tables (fast, verified, may miss matches).
+        #[arg(long)]
+        lsh: bool,
+        /// Keep only the K most similar.
+        #[arg(long)]
+        top: Option<usize>,
+        /// Query with the stored document of this key.
+        #[arg(long)]
+        key: Option<String>,
+        /// Query documents (HTML by extension, else text; - for standard input).
+        paths: Vec<PathBuf>,
+    },
+    /// Every near-duplicate pair: one line per pair.
+    ///
+    /// Example: neardex pairs crawl.ndx --threshold 0.8
+    Pairs {
+        /// The index directory.
+        index: PathBuf,
+        /// Similarity threshold in (0, 1].
+        #[arg(long, short)]
+        threshold: f64,
+        /// Compute the same answer by comparing every pair (an audit).
+        #[arg(long)]
+        brute_force: bool,
+    },
+    /// Clusters of two or more near-duplicates: one line per cluster.
+    ///
+    /// Example: neardex clusters crawl.ndx --threshold 0.8
+    Clusters {
+        /// The index directory.
+        index: PathBuf,
+        /// Similarity threshold in (0, 1].
+        #[arg(long, short)]
+        threshold: f64,
+    },
+    /// Counts and the configuration, as one JSON object.
+    Stats {
+        /// The index directory.
+        index: PathBuf,
+    },
+    /// Why two stored documents are or are not near-duplicates.
+    Explain {
+        /// The index directory.
+        index: PathBuf,
+        /// First key.
+        a: String,
+        /// Second key.
+        b: String,
+    },
+    /// Check every checksum and cross-check catalog and segments.
+    Verify {
+        /// The index directory.
+        index: PathBuf,
+    },
+    /// Delete documents by key.
+    Delete {
+        /// The index directory.
+        index: PathBuf,
+        /// Keys to delete.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Merge all segments into one, dropping deleted documents.
+    Optimize {
+        /// The index directory.
+        index: PathBuf,
+    },
+    /// Find every near-duplicate pair of the small embedded demo corpus.
+    ///
+    /// Example: neardex demo --threshold 0.5 --scheme words:3
+    Demo {
+        /// Similarity threshold in (0, 1].
+        #[arg(long, short, default_value_t = 0.5)]
+        threshold: f64,
+        #[command(flatten)]
+        scheme: SchemeArgs,
+    },
+    /// Print the signatures of a document (a file, or -).
+    Signatures {
+        /// The document.
+        path: PathBuf,
+        /// Treat the input as HTML (default: by extension .htm/.html).
+        #[arg(long)]
+        html: bool,
+        #[command(flatten)]
+        scheme: SchemeArgs,
+    },
+    /// Print the similarity of two documents.
+    Compare {
+        /// First document.
+        a: PathBuf,
+        /// Second document.
+        b: PathBuf,
+        #[command(flatten)]
+        scheme: SchemeArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = Output { format: cli.format, rows: Vec::new(), stdout: io::BufWriter::new(io::stdout().lock()) };
+    let result = run(cli.command, &mut out);
+    let flushed = out.finish();
+    match result.and(flushed) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            let _ = writeln!(io::stderr(), "neardex: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// JSON Lines straight out, or rows collected for a table at the end.
+struct Output<'a> {
+    format: OutputFormat,
+    rows: Vec<serde_json::Value>,
+    stdout: io::BufWriter<io::StdoutLock<'a>>,
+}
+
+impl Output<'_> {
+    fn emit(&mut self, value: serde_json::Value) -> Result<(), String> {
+        match self.format {
+            OutputFormat::Json => writeln!(self.stdout, "{value}").map_err(|e| format!("writing output: {e}")),
+            OutputFormat::Table => {
+                self.rows.push(value);
+                Ok(())
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<(), String> {
+        if self.format == OutputFormat::Table && !self.rows.is_empty() {
+            let columns: Vec<String> = match &self.rows[0] {
+                serde_json::Value::Object(map) => map.keys().cloned().collect(),
+                _ => vec!["value".into()],
+            };
+            let cell = |row: &serde_json::Value, c: &str| match &row[c] {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            let widths: Vec<usize> = columns
+                .iter()
+                .map(|c| self.rows.iter().map(|r| cell(r, c).chars().count()).max().unwrap_or(0).max(c.len()))
+                .collect();
+            let line = |cells: Vec<String>| {
+                cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ")
+            };
+            let header = line(columns.clone());
+            writeln!(self.stdout, "{}", header.trim_end()).map_err(|e| e.to_string())?;
+            for row in &self.rows {
+                let text = line(columns.iter().map(|c| cell(row, c)).collect());
+                writeln!(self.stdout, "{}", text.trim_end()).map_err(|e| e.to_string())?;
+            }
+        }
+        self.stdout.flush().map_err(|e| format!("writing output: {e}"))
+    }
+}
+
+fn threshold(t: f64) -> Result<Threshold, String> {
+    Threshold::new(t).map_err(|e| format!("{e} (use --threshold with a number such as 0.8)"))
+}
+
+fn open(path: &Path) -> Result<Index, String> {
+    Index::open(path).map_err(|e| e.to_string())
+}
+
+fn open_read_only(path: &Path) -> Result<Index, String> {
+    Index::open_read_only(path).map_err(|e| e.to_string())
+}
+
+fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
+    match command {
+        Command::Create { index, scheme } => {
+            let config = config_for(&scheme)?;
+            Index::create_with(&index, config, IndexOptions::default()).map_err(|e| e.to_string())?;
+            out.emit(json!({ "created": index.display().to_string() }))?;
+        }
+        Command::Add { index, paths, input_format, key_field, text_field, replace } => {
+            let index = open(&index)?;
+            let options = ingest::AddOptions { format: input_format, key_field, text_field, replace };
+            let summary = ingest::add(&index, &paths, &options)?;
+            for reason in &summary.skipped {
+                eprintln!("neardex: skipped {reason}");
+            }
+            out.emit(json!({
+                "added": summary.added,
+                "exact_duplicates": summary.exact_duplicates,
+                "skipped": summary.skipped.len(),
+            }))?;
+        }
+        Command::Query { index, threshold: t, lsh, top, key, paths } => {
+            let tau = threshold(t)?;
+            let index = open_read_only(&index)?;
+            let searcher = index.searcher().map_err(|e| e.to_string())?;
+            let key_of = |id: u64| -> Result<String, String> {
+                Ok(searcher.get_by_id(id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default())
+            };
+            let mut queries: Vec<(String, neardex::DocumentSignature)> = Vec::new();
+            if let Some(key) = &key {
+                let doc =
+                    searcher.get(key).map_err(|e| e.to_string())?.ok_or(format!("no document has key {key:?}"))?;
+                let signer = searcher.signer();
+                let minhash = signer.minhasher().sketch(doc.vector.hashes());
+                let config = signer.config();
+                let band_keys = neardex::sketch::band_keys(&minhash, config.minhash.lsh(), config.hash_seed);
+                let signature =
+                    neardex::DocumentSignature { vector: doc.vector, fingerprint: doc.fingerprint, minhash, band_keys };
+                queries.push((key.clone(), signature));
+            }
+            for path in &paths {
+                let bytes = read_input(path)?;
+                queries
+                    .push((path.display().to_string(), sign(searcher.signer(), &path.display().to_string(), &bytes)));
+            }
+            if queries.is_empty() {
+                return Err("nothing to query: give files, - for standard input, or --key KEY".into());
+            }
+            for (name, signature) in queries {
+                let mut matches = match (lsh, top) {
+                    (true, _) => searcher.query_lsh(&signature, tau),
+                    (false, Some(k)) => searcher.top_k(&signature.vector, k, tau),
+                    (false, None) => searcher.query(&signature.vector, tau),
+                }
+                .map_err(|e| e.to_string())?;
+                if lsh {
+                    if let Some(k) = top {
+                        matches.sort_by(|a, b| b.overlap.value().total_cmp(&a.overlap.value()).then(a.id.cmp(&b.id)));
+                        matches.truncate(k);
+                    }
+                }
+                let mut list = Vec::new();
+                for m in matches {
+                    let k = key_of(m.id)?;
+                    if key.as_deref() == Some(k.as_str()) && name == k {
+                        continue; // a stored document is not its own near-duplicate
+                    }
+                    list.push(json!({ "key": k, "similarity": m.overlap.value() }));
+                }
+                out.emit(json!({ "query": name, "matches": list }))?;
+            }
+        }
+        Command::Pairs { index, threshold: t, brute_force } => {
+            let tau = threshold(t)?;
+            let index = open_read_only(&index)?;
+            let searcher = index.searcher().map_err(|e| e.to_string())?;
+            let mut pairs = Vec::new();
+            if brute_force {
+                let mut docs = Vec::new();
+                searcher.for_each_live(|id, v| docs.push((id, v.clone()))).map_err(|e| e.to_string())?;
+                let refs: Vec<(u64, &neardex::SignatureVector)> = docs.iter().map(|(id, v)| (*id, v)).collect();
+                pairs = oracle::self_join(&refs, index.config().similarity, tau);
+            } else {
+                searcher.self_join(tau, |p| pairs.push(p)).map_err(|e| e.to_string())?;
+            }
+            for p in pairs {
+                let a = searcher.get_by_id(p.a).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
+                let b = searcher.get_by_id(p.b).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
+                out.emit(json!({ "a": a, "b": b, "similarity": p.overlap.value() }))?;
+            }
+        }
+        Command::Clusters { index, threshold: t } => {
+            let tau = threshold(t)?;
+            let index = open_read_only(&index)?;
+            let searcher = index.searcher().map_err(|e| e.to_string())?;
+            for cluster in searcher.clusters(tau).map_err(|e| e.to_string())? {
+                let mut keys = Vec::new();
+                for id in &cluster.members {
+                    keys.push(searcher.get_by_id(*id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default());
+                }
+                out.emit(json!({ "representative": keys[0], "members": keys }))?;
+            }
+        }
+        Command::Stats { index } => {
+            let index = open_read_only(&index)?;
+            let stats = index.stats().map_err(|e| e.to_string())?;
+            let config = index.config();
+            out.emit(json!({
+                "documents": stats.documents,
+                "deleted": stats.deleted,
+                "pending": stats.pending,
+                "segments": stats.segments,
+                "bytes_on_disk": stats.bytes_on_disk,
+                "signatures": stats.signatures,
+                "scheme": scheme_name(&config.scheme),
+                "similarity": format!("{:?}", config.similarity),
+                "minhash": { "permutations": config.minhash.permutations, "bands": config.minhash.bands, "rows": config.minhash.rows },
+            }))?;
+        }
+        Command::Explain { index, a, b } => {
+            let index = open_read_only(&index)?;
+            let searcher = index.searcher().map_err(|e| e.to_string())?;
+            let e = searcher.explain(&a, &b).map_err(|e| e.to_string())?.ok_or("both keys must be stored")?;
+            out.emit(json!({
+                "a": a, "b": b,
+                "measure": format!("{:?}", e.measure),
+                "length_a": e.lengths.0, "length_b": e.lengths.1,
+                "shared_signatures": e.shared.len(),
+                "intersection": e.overlap.num, "union": e.overlap.den,
+                "similarity": e.overlap.value(),
+            }))?;
+        }
+        Command::Verify { index } => {
+            let index = open_read_only(&index)?;
+            index.verify().map_err(|e| e.to_string())?;
+            out.emit(json!({ "verified": true }))?;
+        }
+        Command::Delete { index, keys } => {
+            let index = open(&index)?;
+            let mut writer = index.writer().map_err(|e| e.to_string())?;
+            let mut deleted = 0;
+            for key in &keys {
+                deleted += u64::from(writer.delete(key).map_err(|e| e.to_string())?);
+            }
+            writer.commit().map_err(|e| e.to_string())?;
+            out.emit(json!({ "deleted": deleted, "not_found": keys.len() as u64 - deleted }))?;
+        }
+        Command::Optimize { index } => {
+            let index = open(&index)?;
+            index.optimize().map_err(|e| e.to_string())?;
+            let stats = index.stats().map_err(|e| e.to_string())?;
+            out.emit(json!({ "segments": stats.segments, "documents": stats.documents }))?;
+        }
+        Command::Demo { threshold: t, scheme } => {
+            let tau = threshold(t)?;
+            let config = config_for(&scheme)?;
+            let measure = config.similarity;
+            let signer = Signer::new(config).map_err(|e| e.to_string())?;
+            let signed: Vec<_> = DEMO.iter().map(|(name, body)| sign(&signer, name, body.as_bytes())).collect();
+            let docs: Vec<(u64, &neardex::SignatureVector)> =
+                signed.iter().enumerate().map(|(i, s)| (i as u64, &s.vector)).collect();
+            for pair in oracle::self_join(&docs, measure, tau) {
+                out.emit(json!({
+                    "a": DEMO[pair.a as usize].0,
+                    "b": DEMO[pair.b as usize].0,
+                    "similarity": pair.overlap.value(),
+                }))?;
+            }
+        }
+        Command::Signatures { path, html, scheme } => {
+            let signer = Signer::new(config_for(&scheme)?).map_err(|e| e.to_string())?;
+            let bytes = read_input(&path)?;
+            let text = if html || is_html_path(&path) {
+                neardex::text::html_bytes_to_text(&bytes)
+            } else {
+                String::from_utf8_lossy(&bytes).into_owned()
+            };
+            for s in signer.explain(&text) {
+                out.emit(json!({ "signature": s.text, "hash": format!("{:016x}", s.hash) }))?;
+            }
+        }
+        Command::Compare { a, b, scheme } => {
+            let config = config_for(&scheme)?;
+            let measure = config.similarity;
+            let signer = Signer::new(config).map_err(|e| e.to_string())?;
+            let sa = sign(&signer, &a.display().to_string(), &read_input(&a)?);
+            let sb = sign(&signer, &b.display().to_string(), &read_input(&b)?);
+            let overlap = measure.overlap(&sa.vector, &sb.vector);
+            out.emit(json!({
+                "similarity": overlap.value(),
+                "intersection": overlap.num,
+                "union": overlap.den,
+                "signatures_a": sa.vector.total(),
+                "signatures_b": sb.vector.total(),
+                "exact_duplicate": sa.fingerprint == sb.fingerprint,
+                "minhash_estimate": sa.minhash.estimate(&sb.minhash),
+            }))?;
+        }
+    }
+    Ok(())
+}
+
+fn scheme_name(scheme: &Scheme) -> String {
+    match scheme {
+        Scheme::SpotSigs(_) => "spotsigs".into(),
+        Scheme::WordShingles { k } => format!("words:{k}"),
+        Scheme::CharShingles { k } => format!("chars:{k}"),
+        _ => "other".into(),
+    }
+}
+
+fn config_for(args: &SchemeArgs) -> Result<SignatureConfig, String> {
+    let mut config = SignatureConfig::default();
+    config.scheme = match args.scheme.split_once(':') {
+        None if args.scheme == "spotsigs" => {
+            let Scheme::SpotSigs(mut spot) = config.scheme else { unreachable!("the default scheme is SpotSigs") };
+            let default = SpotSpec::default();
+            spot.specs = vec![SpotSpec {
+                antecedents: args.antecedents.clone().unwrap_or(default.antecedents),
+                distance: args.spot_distance.unwrap_or(default.distance),
+                chain: args.chain.unwrap_or(default.chain),
+            }];
+            Scheme::SpotSigs(spot)
+        }
+        Some(("words", k)) => Scheme::WordShingles { k: k.parse().map_err(|_| format!("bad shingle size {k:?}"))? },
+        Some(("chars", k)) => Scheme::CharShingles { k: k.parse().map_err(|_| format!("bad shingle size {k:?}"))? },
+        _ => return Err(format!("unknown scheme {:?} (use spotsigs, words:K or chars:K)", args.scheme)),
+    };
+    config.similarity = match args.similarity.as_str() {
+        "multiset" => Similarity::MultisetJaccard,
+        "set" => Similarity::SetJaccard,
+        "containment" => Similarity::Containment,
+        other => return Err(format!("unknown similarity {other:?} (use multiset, set or containment)")),
+    };
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+fn is_html_path(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
+}
+
+fn sign(signer: &Signer, name: &str, bytes: &[u8]) -> neardex::DocumentSignature {
+    if is_html_path(Path::new(name)) {
+        signer.sign_html(bytes)
+    } else {
+        signer.sign_text(&String::from_utf8_lossy(bytes))
+    }
+}
+
+fn read_input(path: &Path) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        io::stdin().read_to_end(&mut bytes).map_err(|e| format!("reading standard input: {e}"))?;
+    } else {
+        bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(bytes)
+}

@@ -1,0 +1,139 @@
+//! The real `neardex` binary on real inputs: every command, every input
+//! format, bad input, and the JSON output parsed and checked.
+#![cfg(feature = "cli")]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn neardex(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_neardex")).args(args).output().expect("run neardex")
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect()
+}
+
+fn ok(args: &[&str]) -> Vec<Value> {
+    let output = neardex(args);
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    json_lines(&output)
+}
+
+fn fails(args: &[&str], code: i32, message: &str) {
+    let output = neardex(args);
+    assert_eq!(output.status.code(), Some(code), "{args:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(message), "{args:?}: {stderr}");
+}
+
+const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bin/neardex/demo");
+
+#[test]
+fn every_command_on_text_html_and_jsonl() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    assert_eq!(ok(&["create", idx])[0]["created"], idx);
+    let jsonl = dir.path().join("docs.jsonl");
+    std::fs::write(
+        &jsonl,
+        "{\"id\": 1, \"text\": \"The city council voted on Tuesday to approve a plan for a new central library.\"}\n\
+         not json at all\n\
+         {\"id\": \"two\", \"body\": \"missing the text field\"}\n\
+         {\"id\": \"three\", \"text\": \"The city council voted on Tuesday to approve a plan for a new central library.\"}\n",
+    )
+    .unwrap();
+    let added = ok(&["add", idx, DEMO, jsonl.to_str().unwrap()]);
+    assert_eq!(added[0]["added"], 8);
+    assert_eq!(added[0]["exact_duplicates"], 1, "the two JSON lines with the same text");
+    assert_eq!(added[0]["skipped"], 2);
+    let again = neardex(&["add", idx, jsonl.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already in the index (use --replace)"));
+    ok(&["add", idx, "--replace", jsonl.to_str().unwrap()]);
+
+    let stats = &ok(&["stats", idx])[0];
+    assert_eq!((stats["documents"].as_u64(), stats["scheme"].as_str()), (Some(8), Some("spotsigs")));
+
+    let chronicle = format!("{DEMO}/harbor-chronicle.html");
+    let valley = format!("{DEMO}/valley-times.html");
+    let pairs = ok(&["pairs", idx, "--threshold", "0.5"]);
+    assert_eq!(pairs, ok(&["pairs", idx, "--threshold", "0.5", "--brute-force"]));
+    assert!(pairs.iter().any(|p| p["a"] == chronicle.as_str() && p["b"] == valley.as_str()));
+    let clusters = ok(&["clusters", idx, "--threshold", "0.5"]);
+    assert!(clusters.iter().any(|c| c["representative"] == chronicle.as_str()));
+
+    let q = ok(&["query", idx, "--threshold", "0.6", &valley]);
+    assert_eq!(q[0]["query"], valley.as_str());
+    let keys: Vec<&str> = q[0]["matches"].as_array().unwrap().iter().map(|m| m["key"].as_str().unwrap()).collect();
+    assert!(keys.contains(&chronicle.as_str()) && keys.contains(&valley.as_str()));
+    let by_key = ok(&["query", idx, "--threshold", "0.6", "--key", &valley]);
+    let keys: Vec<&str> = by_key[0]["matches"].as_array().unwrap().iter().map(|m| m["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, [chronicle.as_str()], "a stored document is not its own match");
+    let top = ok(&["query", idx, "--threshold", "0.1", "--top", "1", &valley]);
+    assert_eq!(top[0]["matches"].as_array().unwrap().len(), 1);
+    ok(&["query", idx, "--threshold", "0.6", "--lsh", &valley]);
+
+    let e = &ok(&["explain", idx, &chronicle, &valley])[0];
+    assert_eq!(e["similarity"], 0.7);
+    assert_eq!(ok(&["verify", idx])[0]["verified"], true);
+    assert_eq!(ok(&["delete", idx, &chronicle, "no-such-key"])[0]["deleted"], 1);
+    assert_eq!(ok(&["optimize", idx])[0]["documents"], 7);
+
+    let table = neardex(&["stats", idx, "--format", "table"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.lines().next().unwrap().starts_with("documents"), "{text}");
+
+    assert!(!ok(&["demo"]).is_empty());
+    assert!(!ok(&["signatures", &chronicle]).is_empty());
+    assert_eq!(ok(&["compare", &chronicle, &valley])[0]["similarity"], 0.7);
+}
+
+#[test]
+fn the_real_warc_samples_ingest_completely() {
+    let Some(data) = common::shared_data() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    ok(&["create", idx]);
+    for (file, responses) in [("commoncrawl-sample.warc.gz", 16), ("clueweb12-quirk.warc.gz", 29)] {
+        let path = data.join("warc-samples").join(file);
+        let added = ok(&["add", idx, path.to_str().unwrap()]);
+        assert_eq!((added[0]["added"].as_u64(), added[0]["skipped"].as_u64()), (Some(responses), Some(0)), "{file}");
+    }
+    assert_eq!(ok(&["stats", idx])[0]["documents"], 45);
+    assert_eq!(ok(&["verify", idx])[0]["verified"], true);
+}
+
+#[test]
+fn bad_input_gives_one_clear_line_and_the_right_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    fails(&["stats", idx], 1, "holds no neardex index (create one first)");
+    ok(&["create", idx]);
+    fails(&["create", idx], 1, "already holds an index");
+    fails(&["add", idx, "/no/such/file.txt"], 1, "/no/such/file.txt");
+    fails(&["query", idx, "--threshold", "1.5", "x"], 1, "not in (0, 1]");
+    fails(&["query", idx, "--threshold", "0.5"], 1, "nothing to query");
+    fails(&["create", "x", "--scheme", "words:0"], 1, "word shingle size k");
+    fails(&["frobnicate"], 2, "unrecognized subcommand");
+    // Binary garbage as text, broken gzip as WARC: reported, never a crash.
+    let garbage = dir.path().join("garbage.bin");
+    std::fs::write(&garbage, (0..=255u8).cycle().take(5000).collect::<Vec<_>>()).unwrap();
+    ok(&["add", idx, garbage.to_str().unwrap()]);
+    let broken = dir.path().join("broken.warc.gz");
+    std::fs::write(&broken, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3]).unwrap();
+    let output = neardex(&["add", idx, broken.to_str().unwrap()]);
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("gzip stream broken"));
+    // A locked index: another writer holds it.
+    let holder = neardex::store::Index::open(Path::new(idx)).unwrap();
+    fails(&["add", idx, garbage.to_str().unwrap()], 1, "locked by another writer");
+    // Read-only commands still work beside the writer.
+    ok(&["stats", idx]);
+    drop(holder);
+}
