@@ -31,6 +31,14 @@ fn fails(args: &[&str], code: i32, message: &str) {
 }
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bin/neardex/demo");
+const PAGES: [&str; 6] = [
+    "harbor-chronicle.html",
+    "valley-times.html",
+    "harbor-chronicle-ferry.html",
+    "market-monday.html",
+    "market-tuesday.html",
+    "library-notes.txt",
+];
 
 #[test]
 fn every_command_on_text_html_and_jsonl() {
@@ -47,7 +55,14 @@ fn every_command_on_text_html_and_jsonl() {
          {\"id\": \"three\", \"text\": \"The city council voted on Tuesday to approve a plan for a new central library.\"}\n",
     )
     .unwrap();
-    let added = ok(&["add", idx, DEMO, jsonl.to_str().unwrap()]);
+    // The six demo pages, as a directory of their own.
+    let pages = dir.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    for name in PAGES {
+        std::fs::copy(Path::new(DEMO).join(name), pages.join(name)).unwrap();
+    }
+    let pages_dir = pages.to_str().unwrap();
+    let added = ok(&["add", idx, pages_dir, jsonl.to_str().unwrap()]);
     assert_eq!(added[0]["added"], 8);
     assert_eq!(added[0]["exact_duplicates"], 1, "the two JSON lines with the same text");
     assert_eq!(added[0]["skipped"], 2);
@@ -58,8 +73,8 @@ fn every_command_on_text_html_and_jsonl() {
     let stats = &ok(&["stats", idx])[0];
     assert_eq!((stats["documents"].as_u64(), stats["scheme"].as_str()), (Some(8), Some("spotsigs")));
 
-    let chronicle = format!("{DEMO}/harbor-chronicle.html");
-    let valley = format!("{DEMO}/valley-times.html");
+    let chronicle = format!("{pages_dir}/harbor-chronicle.html");
+    let valley = format!("{pages_dir}/valley-times.html");
     let pairs = ok(&["pairs", idx, "--threshold", "0.5"]);
     assert_eq!(pairs, ok(&["pairs", idx, "--threshold", "0.5", "--brute-force"]));
     assert!(pairs.iter().any(|p| p["a"] == chronicle.as_str() && p["b"] == valley.as_str()));
@@ -87,7 +102,15 @@ fn every_command_on_text_html_and_jsonl() {
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.lines().next().unwrap().starts_with("documents"), "{text}");
 
-    assert!(!ok(&["demo"]).is_empty());
+    let clusters = ok(&["demo"]);
+    assert!(clusters.len() > 20, "the real corpus is full of near-duplicates: {}", clusters.len());
+    for c in &clusters {
+        let members = c["members"].as_array().unwrap();
+        assert!(members.len() >= 2 && c["representative"] == members[0] && c["size"] == members.len());
+    }
+    let pages = ok(&["demo", "--pages", "--threshold", "0.5"]);
+    assert_eq!(pages.len(), 1);
+    assert_eq!((pages[0]["a"].as_str(), pages[0]["similarity"].as_f64()), (Some("harbor-chronicle.html"), Some(0.7)));
     assert!(!ok(&["signatures", &chronicle]).is_empty());
     assert_eq!(ok(&["compare", &chronicle, &valley])[0]["similarity"], 0.7);
 }
