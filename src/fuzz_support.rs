@@ -28,3 +28,38 @@ pub fn config_decode(data: &[u8]) {
         assert_eq!(config.encode(), data, "decode/encode is not the identity");
     }
 }
+
+/// Arbitrary bytes as a segment file: opening, verifying and every read
+/// either succeed or return a typed error; nothing panics.
+pub fn segment_open(data: &[u8]) {
+    use crate::store::segment::Segment;
+    let Ok(segment) = Segment::parse(data, "fuzz") else { return };
+    let _ = segment.verify();
+    for ordinal in 0..segment.doc_count().min(64) {
+        let _ = segment.entry(ordinal);
+        let _ = segment.vector(ordinal);
+        let _ = segment.band_keys(ordinal);
+        if let Ok(entry) = segment.entry(ordinal) {
+            let _ = segment.ordinal_of(entry.id);
+        }
+    }
+    for key in [0, 1, 5, 9, u64::MAX] {
+        let _ = segment.postings(key);
+        let _ = segment.band_bucket(key);
+    }
+    let _ = segment.length_range(0, u64::MAX);
+    let _ = segment.length_range(3, 2);
+}
+
+/// Arbitrary bytes as a WARC file: records and problems come back, every
+/// record's HTTP block parses or is refused; nothing panics.
+#[cfg(feature = "warc")]
+pub fn warc_parse(data: &[u8]) {
+    let (records, _problems) = crate::warc::read_warc(data);
+    assert!(records.windows(2).all(|w| w[0].offset < w[1].offset), "records out of order");
+    for record in &records {
+        if let Some(http) = crate::warc::parse_http_response(&record.block) {
+            let _ = http.charset();
+        }
+    }
+}

@@ -40,3 +40,14 @@ fn config_decode_corpus() {
     }
     replay("config_decode", neardex::fuzz_support::config_decode);
 }
+
+#[test]
+fn segment_open_corpus() {
+    replay("segment_open", neardex::fuzz_support::segment_open);
+}
+
+#[cfg(feature = "warc")]
+#[test]
+fn warc_parse_corpus() {
+    replay("warc_parse", neardex::fuzz_support::warc_parse);
+}
