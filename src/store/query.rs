@@ -33,6 +33,7 @@
 
 use roaring::RoaringBitmap;
 
+use super::segment::PostingList;
 use super::{IndexError, Searcher};
 use crate::oracle::Match;
 use crate::signer::DocumentSignature;
@@ -170,10 +171,10 @@ impl Searcher {
             0..segment.doc_count()
         };
         let len_q = measure.length(query);
-        let mut lists: Vec<(u64, u64, RoaringBitmap)> = Vec::new();
+        let mut lists: Vec<(u64, u64, PostingList)> = Vec::new();
         for (hash, freq) in query.iter() {
-            if let Some(bitmap) = segment.postings(hash)? {
-                let inside = bitmap.range_cardinality(range.clone());
+            if let Some(bitmap) = segment.posting_list(hash)? {
+                let inside = bitmap.count_in(range.clone());
                 stats.pruned_by_window += bitmap.len() - inside;
                 let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
                 lists.push((inside, weight, bitmap));
@@ -192,7 +193,7 @@ impl Searcher {
                 break;
             }
             let mut walked = 0u64;
-            for ordinal in bitmap.range(range.clone()) {
+            for ordinal in bitmap.iter_in(range.clone()) {
                 walked += 1;
                 if checked.contains(ordinal) {
                     continue;

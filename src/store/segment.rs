@@ -189,6 +189,46 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], firs
     sections[first + 2] = data;
 }
 
+/// A posting list: one ordinal, or a bitmap of several.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PostingList {
+    /// A signature that occurs in one document of the segment.
+    Single(u32),
+    /// Ordinals in ascending order.
+    Bitmap(RoaringBitmap),
+}
+
+impl PostingList {
+    /// Number of ordinals.
+    pub fn len(&self) -> u64 {
+        match self {
+            PostingList::Single(_) => 1,
+            PostingList::Bitmap(b) => b.len(),
+        }
+    }
+
+    /// True for an empty list (a stored bitmap may be empty).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of ordinals in `range`.
+    pub fn count_in(&self, range: std::ops::Range<u32>) -> u64 {
+        match self {
+            PostingList::Single(o) => u64::from(range.contains(o)),
+            PostingList::Bitmap(b) => b.range_cardinality(range),
+        }
+    }
+
+    /// The ordinals in `range`, ascending.
+    pub fn iter_in(&self, range: std::ops::Range<u32>) -> Box<dyn Iterator<Item = u32> + '_> {
+        match self {
+            PostingList::Single(o) => Box::new(range.contains(o).then_some(*o).into_iter()),
+            PostingList::Bitmap(b) => Box::new(b.range(range)),
+        }
+    }
+}
+
 /// A parsed segment over its bytes.
 #[derive(Debug)]
 pub struct Segment<B: AsRef<[u8]>> {
@@ -422,6 +462,34 @@ impl<B: AsRef<[u8]>> Segment<B> {
         self.lookup(SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData, hash)
     }
 
+    /// [`Segment::postings`] without building a bitmap for a one-document
+    /// list (most lists): the query's hot path.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the stored bitmap does not decode.
+    pub fn posting_list(&self, hash: u64) -> Result<Option<PostingList>, IndexError> {
+        let Some(i) = self.find_key(SectionKind::PostingKeys, hash) else { return Ok(None) };
+        let entry = le_u64(self.section(SectionKind::PostingOffsets), i * 8);
+        if entry & INLINE != 0 && entry & !INLINE <= u64::from(u32::MAX) {
+            return Ok(Some(PostingList::Single(entry as u32)));
+        }
+        self.bitmap_at(SectionKind::PostingOffsets, SectionKind::PostingData, i).map(|b| Some(PostingList::Bitmap(b)))
+    }
+
+    fn find_key(&self, keys: SectionKind, key: u64) -> Option<usize> {
+        let section = self.section(keys);
+        let (mut lo, mut hi) = (0, section.len() / 8);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match le_u64(section, mid * 8).cmp(&key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+
     /// The ordinals whose band key `key` (any band) matches.
     ///
     /// # Errors
@@ -437,18 +505,10 @@ impl<B: AsRef<[u8]>> Segment<B> {
         data: SectionKind,
         key: u64,
     ) -> Result<Option<RoaringBitmap>, IndexError> {
-        let section = self.section(keys);
-        let n = section.len() / 8;
-        let (mut lo, mut hi) = (0, n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match le_u64(section, mid * 8).cmp(&key) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return self.bitmap_at(offsets, data, mid).map(Some),
-            }
+        match self.find_key(keys, key) {
+            Some(i) => self.bitmap_at(offsets, data, i).map(Some),
+            None => Ok(None),
         }
-        Ok(None)
     }
 
     fn bitmap_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<RoaringBitmap, IndexError> {
