@@ -160,3 +160,54 @@ fn bad_input_gives_one_clear_line_and_the_right_exit_code() {
     ok(&["stats", idx]);
     drop(holder);
 }
+
+/// Ctrl-C (SIGINT) during `add`: what was added is committed, the command
+/// says so, exits 1, and the index holds exactly that many documents.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_during_add_commits_what_was_added_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    ok(&["create", idx]);
+    let big = dir.path().join("big.jsonl");
+    let lines: String = (0..400_000)
+        .map(|i| {
+            format!(
+                "{{\"id\": {i}, \"text\": \"Document {i} is about the council and the library of the year {}.\"}}\n",
+                i % 97
+            )
+        })
+        .collect();
+    std::fs::write(&big, lines).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_neardex"))
+        .args(["add", idx, big.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for a first committed batch (read-only stats work beside the writer).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let stats = neardex(&["stats", idx]);
+        let docs = json_lines(&stats).first().and_then(|s| s["documents"].as_u64()).unwrap_or(0);
+        if docs >= 1_000 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no batch committed within a minute");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let committed: u64 = stderr
+        .split("interrupted: the ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no interruption message: {stderr}"));
+    assert!((1_000..400_000).contains(&committed), "{committed}");
+    assert_eq!(ok(&["stats", idx])[0]["documents"], committed);
+    assert_eq!(ok(&["verify", idx])[0]["verified"], true);
+}

@@ -50,6 +50,10 @@ impl<'a> Batch<'a> {
         metadata: Metadata,
         summary: &mut Summary,
     ) -> Result<(), String> {
+        if crate::progress::interrupted() {
+            // Stop between documents; the caller commits what was added.
+            return Ok(());
+        }
         if self.writer.is_none() {
             self.writer = Some(self.index.writer().map_err(|e| e.to_string())?);
         }
@@ -122,7 +126,19 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
     let signer = index.signer().clone();
     let mut summary = Summary::default();
     let mut batch = Batch { index, writer: None, staged: 0, replace: options.replace };
+    let mut all_files = Vec::new();
     for path in paths {
+        if path.as_os_str() != "-" {
+            files_under(path, &mut all_files)?;
+        }
+    }
+    let total: u64 = all_files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
+    let bar = crate::progress::bytes(total);
+    crate::progress::catch_interrupt();
+    for path in paths {
+        if crate::progress::interrupted() {
+            break;
+        }
         if path.as_os_str() == "-" {
             let mut bytes = Vec::new();
             std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("standard input: {e}"))?;
@@ -133,12 +149,23 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
         let mut files = Vec::new();
         files_under(path, &mut files)?;
         for file in files {
+            if crate::progress::interrupted() {
+                break;
+            }
             let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             let name = file.to_string_lossy().into_owned();
             ingest_bytes(&name, &bytes, detect(&file, options.format), options, &signer, &mut batch, &mut summary)?;
+            bar.inc(bytes.len() as u64);
         }
     }
     batch.commit()?;
+    bar.finish_and_clear();
+    if crate::progress::interrupted() {
+        return Err(format!(
+            "interrupted: the {} documents added before Ctrl-C are committed; the rest was not added",
+            summary.added
+        ));
+    }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "added {} documents ({} exact duplicates), skipped {}, in {:.2} s ({:.0} docs/s)",

@@ -4,6 +4,7 @@
 //! people. Exit codes: 0 success, 1 failure, 2 usage.
 
 mod ingest;
+mod progress;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -372,7 +373,14 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 let refs: Vec<(u64, &neardex::SignatureVector)> = docs.iter().map(|(id, v)| (*id, v)).collect();
                 pairs = oracle::self_join(&refs, index.config().similarity, tau);
             } else {
-                searcher.self_join(tau, |p| pairs.push(p)).map_err(|e| e.to_string())?;
+                let spinner = progress::spinner("pairs");
+                searcher
+                    .self_join(tau, |p| {
+                        spinner.inc(1);
+                        pairs.push(p)
+                    })
+                    .map_err(|e| e.to_string())?;
+                spinner.finish_and_clear();
             }
             for p in pairs {
                 let a = searcher.get_by_id(p.a).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
@@ -384,7 +392,10 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let tau = threshold(t)?;
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
-            for cluster in searcher.clusters(tau).map_err(|e| e.to_string())? {
+            let spinner = progress::spinner("clustering");
+            let clusters = searcher.clusters(tau).map_err(|e| e.to_string())?;
+            spinner.finish_and_clear();
+            for cluster in clusters {
                 let mut keys = Vec::new();
                 for id in &cluster.members {
                     keys.push(searcher.get_by_id(*id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default());
@@ -438,7 +449,9 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
         }
         Command::Optimize { index } => {
             let index = open(&index)?;
+            let spinner = progress::spinner("merging segments");
             index.optimize().map_err(|e| e.to_string())?;
+            spinner.finish_and_clear();
             let stats = index.stats().map_err(|e| e.to_string())?;
             out.emit(json!({ "segments": stats.segments, "documents": stats.documents }))?;
         }
