@@ -98,6 +98,20 @@ fn every_command_on_text_html_and_jsonl() {
     assert_eq!(ok(&["delete", idx, &chronicle, "no-such-key"])[0]["deleted"], 1);
     assert_eq!(ok(&["optimize", idx])[0]["documents"], 7);
 
+    // Standard input, read as HTML by --format.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardex"))
+        .args(["add", idx, "-", "--format", "html"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"<p>A page read from <b>standard input</b>.</p>").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(json_lines(&output)[0]["added"], 1);
+    assert!(ok(&["stats", idx])[0]["documents"].as_u64().unwrap() >= 8);
+    fails(&["add", idx, "-", "--format", "pdf"], 2, "invalid value 'pdf'");
+
     let table = neardex(&["stats", idx, "--format", "table"]);
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.lines().next().unwrap().starts_with("documents"), "{text}");

@@ -31,11 +31,15 @@ const DEMO: &[(&str, &str)] = &[
 #[derive(Parser)]
 #[command(name = "neardex", version, about = "Exact near-duplicate detection for text and web pages")]
 struct Cli {
-    /// Output: JSON Lines for programs (default) or an aligned table for people.
-    #[arg(long, global = true, value_enum, default_value = "json")]
-    format: OutputFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(clap::Args, Clone, Copy)]
+struct OutputArgs {
+    /// Output: JSON Lines for programs (default) or an aligned table for people.
+    #[arg(long, value_enum, default_value = "json")]
+    format: OutputFormat,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -73,6 +77,8 @@ enum Command {
         index: PathBuf,
         #[command(flatten)]
         scheme: SchemeArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Add files, directories (recursively) or - (standard input).
     ///
@@ -85,7 +91,7 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Input format (auto: by extension; .warc/.warc.gz, .jsonl, .html/.htm, else text).
-        #[arg(long = "input-format", value_enum, default_value = "auto")]
+        #[arg(long = "format", visible_alias = "input-format", value_enum, default_value = "auto")]
         input_format: ingest::Format,
         /// JSON Lines field holding the key.
         #[arg(long, default_value = "id")]
@@ -117,6 +123,8 @@ enum Command {
         key: Option<String>,
         /// Query documents (HTML by extension, else text; - for standard input).
         paths: Vec<PathBuf>,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Every near-duplicate pair: one line per pair.
     ///
@@ -130,6 +138,8 @@ enum Command {
         /// Compute the same answer by comparing every pair (an audit).
         #[arg(long)]
         brute_force: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Clusters of two or more near-duplicates: one line per cluster.
     ///
@@ -140,11 +150,15 @@ enum Command {
         /// Similarity threshold in (0, 1].
         #[arg(long, short)]
         threshold: f64,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Counts and the configuration, as one JSON object.
     Stats {
         /// The index directory.
         index: PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Why two stored documents are or are not near-duplicates.
     Explain {
@@ -154,11 +168,15 @@ enum Command {
         a: String,
         /// Second key.
         b: String,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Check every checksum and cross-check catalog and segments.
     Verify {
         /// The index directory.
         index: PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Delete documents by key.
     Delete {
@@ -167,11 +185,15 @@ enum Command {
         /// Keys to delete.
         #[arg(required = true)]
         keys: Vec<String>,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Merge all segments into one, dropping deleted documents.
     Optimize {
         /// The index directory.
         index: PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Index 526 real spam messages (SpamAssassin corpus, embedded) in a
     /// temporary directory and print the near-duplicate clusters found.
@@ -187,6 +209,8 @@ enum Command {
         pages: bool,
         #[command(flatten)]
         scheme: SchemeArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Print the signatures of a document (a file, or -).
     Signatures {
@@ -197,6 +221,8 @@ enum Command {
         html: bool,
         #[command(flatten)]
         scheme: SchemeArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Print the similarity of two documents.
     Compare {
@@ -206,12 +232,29 @@ enum Command {
         b: PathBuf,
         #[command(flatten)]
         scheme: SchemeArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut out = Output { format: cli.format, rows: Vec::new(), stdout: io::BufWriter::new(io::stdout().lock()) };
+    let format = match &cli.command {
+        Command::Add { .. } => OutputFormat::Json,
+        Command::Create { output, .. }
+        | Command::Query { output, .. }
+        | Command::Pairs { output, .. }
+        | Command::Clusters { output, .. }
+        | Command::Stats { output, .. }
+        | Command::Explain { output, .. }
+        | Command::Verify { output, .. }
+        | Command::Delete { output, .. }
+        | Command::Optimize { output, .. }
+        | Command::Demo { output, .. }
+        | Command::Signatures { output, .. }
+        | Command::Compare { output, .. } => output.format,
+    };
+    let mut out = Output { format, rows: Vec::new(), stdout: io::BufWriter::new(io::stdout().lock()) };
     let result = run(cli.command, &mut out);
     let flushed = out.finish();
     match result.and(flushed) {
@@ -293,7 +336,7 @@ fn open_read_only(path: &Path) -> Result<Index, String> {
 
 fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
     match command {
-        Command::Create { index, scheme } => {
+        Command::Create { index, scheme, .. } => {
             let config = config_for(&scheme)?;
             Index::create_with(&index, config, IndexOptions::default()).map_err(|e| e.to_string())?;
             out.emit(json!({ "created": index.display().to_string() }))?;
@@ -311,7 +354,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "skipped": summary.skipped.len(),
             }))?;
         }
-        Command::Query { index, threshold: t, lsh, top, key, paths } => {
+        Command::Query { index, threshold: t, lsh, top, key, paths, .. } => {
             let tau = threshold(t)?;
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
@@ -362,7 +405,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 out.emit(json!({ "query": name, "matches": list }))?;
             }
         }
-        Command::Pairs { index, threshold: t, brute_force } => {
+        Command::Pairs { index, threshold: t, brute_force, .. } => {
             let tau = threshold(t)?;
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
@@ -388,7 +431,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 out.emit(json!({ "a": a, "b": b, "similarity": p.overlap.value() }))?;
             }
         }
-        Command::Clusters { index, threshold: t } => {
+        Command::Clusters { index, threshold: t, .. } => {
             let tau = threshold(t)?;
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
@@ -403,7 +446,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 out.emit(json!({ "representative": keys[0], "members": keys }))?;
             }
         }
-        Command::Stats { index } => {
+        Command::Stats { index, .. } => {
             let index = open_read_only(&index)?;
             let stats = index.stats().map_err(|e| e.to_string())?;
             let config = index.config();
@@ -419,7 +462,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "minhash": { "permutations": config.minhash.permutations, "bands": config.minhash.bands, "rows": config.minhash.rows },
             }))?;
         }
-        Command::Explain { index, a, b } => {
+        Command::Explain { index, a, b, .. } => {
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
             let e = searcher.explain(&a, &b).map_err(|e| e.to_string())?.ok_or("both keys must be stored")?;
@@ -432,12 +475,12 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "similarity": e.overlap.value(),
             }))?;
         }
-        Command::Verify { index } => {
+        Command::Verify { index, .. } => {
             let index = open_read_only(&index)?;
             index.verify().map_err(|e| e.to_string())?;
             out.emit(json!({ "verified": true }))?;
         }
-        Command::Delete { index, keys } => {
+        Command::Delete { index, keys, .. } => {
             let index = open(&index)?;
             let mut writer = index.writer().map_err(|e| e.to_string())?;
             let mut deleted = 0;
@@ -447,7 +490,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             writer.commit().map_err(|e| e.to_string())?;
             out.emit(json!({ "deleted": deleted, "not_found": keys.len() as u64 - deleted }))?;
         }
-        Command::Optimize { index } => {
+        Command::Optimize { index, .. } => {
             let index = open(&index)?;
             let spinner = progress::spinner("merging segments");
             index.optimize().map_err(|e| e.to_string())?;
@@ -455,8 +498,10 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let stats = index.stats().map_err(|e| e.to_string())?;
             out.emit(json!({ "segments": stats.segments, "documents": stats.documents }))?;
         }
-        Command::Demo { threshold: t, pages: false, scheme } => demo_corpus(threshold(t)?, config_for(&scheme)?, out)?,
-        Command::Demo { threshold: t, pages: true, scheme } => {
+        Command::Demo { threshold: t, pages: false, scheme, .. } => {
+            demo_corpus(threshold(t)?, config_for(&scheme)?, out)?
+        }
+        Command::Demo { threshold: t, pages: true, scheme, .. } => {
             let tau = threshold(t)?;
             let config = config_for(&scheme)?;
             let measure = config.similarity;
@@ -472,7 +517,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 }))?;
             }
         }
-        Command::Signatures { path, html, scheme } => {
+        Command::Signatures { path, html, scheme, .. } => {
             let signer = Signer::new(config_for(&scheme)?).map_err(|e| e.to_string())?;
             let bytes = read_input(&path)?;
             let text = if html || is_html_path(&path) {
@@ -484,7 +529,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 out.emit(json!({ "signature": s.text, "hash": format!("{:016x}", s.hash) }))?;
             }
         }
-        Command::Compare { a, b, scheme } => {
+        Command::Compare { a, b, scheme, .. } => {
             let config = config_for(&scheme)?;
             let measure = config.similarity;
             let signer = Signer::new(config).map_err(|e| e.to_string())?;
