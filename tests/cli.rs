@@ -105,7 +105,8 @@ fn every_command_on_text_html_and_jsonl() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"<p>A page read from <b>standard input</b>.</p>").unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"<p>A page read from <b>standard input</b>.</p>")
+        .unwrap();
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success());
     assert_eq!(json_lines(&output)[0]["added"], 1);
