@@ -116,6 +116,13 @@ impl Signer {
         scratch.hashes.clear();
         self.hashes_of_tokens(scratch);
         let vector = SignatureVector::from_hashes(std::mem::take(&mut scratch.hashes));
+        self.sign_vector(vector, fingerprint)
+    }
+
+    /// The full signature of a signature vector known already (a stored
+    /// document's, say): its MinHash sketch and band keys are computed
+    /// exactly as [`Signer::sign_text`] computes them.
+    pub fn sign_vector(&self, vector: SignatureVector, fingerprint: Fingerprint) -> DocumentSignature {
         let minhash = self.minhasher.sketch(vector.hashes());
         let band_keys = band_keys(&minhash, self.config.minhash.lsh(), self.config.hash_seed);
         DocumentSignature { vector, fingerprint, minhash, band_keys }

@@ -808,6 +808,16 @@ fn load_state_reusing(dir: &Path, txn: &redb::ReadTransaction, old: &State) -> R
     Ok(State { segments, delta: Arc::new(delta), deleted: Arc::new(deleted) })
 }
 
+/// The signature of a document to store: computed for text and HTML,
+/// borrowed when the caller computed it.
+fn sign_document<'d>(signer: &Signer, document: Document<'d>) -> std::borrow::Cow<'d, DocumentSignature> {
+    match document {
+        Document::Text(text) => std::borrow::Cow::Owned(signer.sign_text(text)),
+        Document::Html(html) => std::borrow::Cow::Owned(signer.sign_html(html)),
+        Document::Signatures(s) => std::borrow::Cow::Borrowed(s),
+    }
+}
+
 /// The single writer of an index. Inserts and deletes are staged in one
 /// catalog transaction; [`Writer::commit`] makes them durable and visible
 /// together. Dropping a writer without committing discards its changes.
@@ -874,19 +884,7 @@ impl Writer<'_> {
         document: Document<'_>,
         metadata: Metadata,
     ) -> Result<InsertOutcome, IndexError> {
-        let signer = &self.index.signer;
-        let owned;
-        let signature = match document {
-            Document::Text(text) => {
-                owned = signer.sign_text(text);
-                &owned
-            }
-            Document::Html(html) => {
-                owned = signer.sign_html(html);
-                &owned
-            }
-            Document::Signatures(s) => s,
-        };
+        let signature = sign_document(&self.index.signer, document);
         let id = self.next_doc_id;
         self.next_doc_id += 1;
         let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
@@ -928,18 +926,7 @@ impl Writer<'_> {
         metadata: Metadata,
         tau: Threshold,
     ) -> Result<InsertIfNew, IndexError> {
-        let owned;
-        let signature = match document {
-            Document::Text(text) => {
-                owned = self.index.signer.sign_text(text);
-                &owned
-            }
-            Document::Html(html) => {
-                owned = self.index.signer.sign_html(html);
-                &owned
-            }
-            Document::Signatures(s) => s,
-        };
+        let signature = sign_document(&self.index.signer, document);
         // Committed documents, less those this writer deleted, plus those it
         // staged.
         let searcher = self.index.searcher()?;
@@ -955,7 +942,7 @@ impl Writer<'_> {
             matches.sort_unstable_by_key(|m| m.id);
             return Ok(InsertIfNew::Matches(matches));
         }
-        Ok(InsertIfNew::Inserted(self.insert(key, Document::Signatures(signature), metadata)?))
+        Ok(InsertIfNew::Inserted(self.insert(key, Document::Signatures(&signature), metadata)?))
     }
 
     /// Deletes the document stored under `key`; returns whether there was

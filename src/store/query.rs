@@ -281,11 +281,7 @@ impl Searcher {
         let mut report = LshRecall::default();
         for &id in sample {
             let Some(doc) = self.get_by_id(id)? else { continue };
-            let minhash = self.signer.minhasher().sketch(doc.vector.hashes());
-            let band_keys =
-                crate::sketch::band_keys(&minhash, self.signer.config().minhash.lsh(), self.signer.config().hash_seed);
-            let signature =
-                DocumentSignature { vector: doc.vector.clone(), fingerprint: doc.fingerprint, minhash, band_keys };
+            let signature = self.signer.sign_vector(doc.vector.clone(), doc.fingerprint);
             let exact = self.query(&doc.vector, tau)?;
             let lsh = self.query_lsh(&signature, tau)?;
             report.queries += 1;

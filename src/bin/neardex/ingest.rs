@@ -309,8 +309,5 @@ fn ingest_warc(
 fn stored_signature(index: &Index, signer: &Signer, key: &str) -> Result<Option<DocumentSignature>, String> {
     let searcher = index.searcher().map_err(|e| e.to_string())?;
     let Some(doc) = searcher.get(key).map_err(|e| e.to_string())? else { return Ok(None) };
-    let minhash = signer.minhasher().sketch(doc.vector.hashes());
-    let config = signer.config();
-    let band_keys = neardex::sketch::band_keys(&minhash, config.minhash.lsh(), config.hash_seed);
-    Ok(Some(DocumentSignature { vector: doc.vector, fingerprint: doc.fingerprint, minhash, band_keys }))
+    Ok(Some(signer.sign_vector(doc.vector, doc.fingerprint)))
 }

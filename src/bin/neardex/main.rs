@@ -365,13 +365,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             if let Some(key) = &key {
                 let doc =
                     searcher.get(key).map_err(|e| e.to_string())?.ok_or(format!("no document has key {key:?}"))?;
-                let signer = searcher.signer();
-                let minhash = signer.minhasher().sketch(doc.vector.hashes());
-                let config = signer.config();
-                let band_keys = neardex::sketch::band_keys(&minhash, config.minhash.lsh(), config.hash_seed);
-                let signature =
-                    neardex::DocumentSignature { vector: doc.vector, fingerprint: doc.fingerprint, minhash, band_keys };
-                queries.push((key.clone(), signature));
+                queries.push((key.clone(), searcher.signer().sign_vector(doc.vector, doc.fingerprint)));
             }
             for path in &paths {
                 let bytes = read_input(path)?;
