@@ -61,6 +61,12 @@ pub enum ConfigError {
         /// The entry.
         word: String,
     },
+    /// An encoded frequency filter is empty or not in strictly ascending
+    /// order (its encoding is canonical).
+    FilterOrder {
+        /// Position of the first hash out of order (0 when empty).
+        position: usize,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -84,6 +90,9 @@ impl fmt::Display for ConfigError {
                 write!(f, "{list} entry {word:?} is not a single lower-case word token")
             }
             ConfigError::DuplicateWord { list, word } => write!(f, "{list} entry {word:?} appears twice"),
+            ConfigError::FilterOrder { position } => {
+                write!(f, "frequency filter hash {position} is out of order (hashes must be distinct and ascending)")
+            }
         }
     }
 }

@@ -45,9 +45,9 @@ pub mod warc;
 #[doc(hidden)]
 pub mod fuzz_support;
 
-pub use config::{MinHashConfig, Scheme, SignatureConfig, SpotSigsConfig, SpotSpec};
+pub use config::{FrequencyFilter, MinHashConfig, Scheme, SignatureConfig, SpotSigsConfig, SpotSpec};
 pub use error::{ConfigDecodeError, ConfigError};
 pub use hash::{Fingerprint, DEFAULT_HASH_SEED};
 pub use signer::{DocumentSignature, ExplainedSignature, Scratch, Signer};
-pub use similarity::{Overlap, Similarity, Threshold};
+pub use similarity::{Overlap, Similarity, Threshold, DEFAULT_THRESHOLD};
 pub use vector::SignatureVector;

@@ -144,6 +144,7 @@ impl Signer {
     /// shingles, `scratch.joined`) to `scratch.hashes`.
     fn hashes_of_tokens(&self, scratch: &mut Scratch) {
         let seed = self.config.hash_seed;
+        let start = scratch.hashes.len();
         match &self.extractor {
             Extractor::Spot(spot) => spot.extract_hashes(&scratch.tokens, &mut scratch.classes, &mut scratch.hashes),
             Extractor::Words(k) => {
@@ -151,11 +152,30 @@ impl Signer {
             }
             Extractor::Chars(k) => char_shingle_hashes(&scratch.joined, *k, seed, &mut scratch.hashes),
         }
+        let filter = &self.config.frequency_filter;
+        if !filter.is_empty() {
+            let hashes = &mut scratch.hashes;
+            let mut kept = start;
+            for i in start..hashes.len() {
+                if !filter.contains(hashes[i]) {
+                    hashes[kept] = hashes[i];
+                    kept += 1;
+                }
+            }
+            hashes.truncate(kept);
+        }
     }
 
     /// Every signature of plain text in readable form with its hash, in
-    /// document order.
+    /// document order (those the frequency filter drops left out).
     pub fn explain(&self, text: &str) -> Vec<ExplainedSignature> {
+        let mut signatures = self.explain_unfiltered(text);
+        let filter = &self.config.frequency_filter;
+        signatures.retain(|s| !filter.contains(s.hash));
+        signatures
+    }
+
+    fn explain_unfiltered(&self, text: &str) -> Vec<ExplainedSignature> {
         let tokens = Tokens::from_text(text);
         let seed = self.config.hash_seed;
         let plain = |texts: Vec<String>| {

@@ -65,6 +65,12 @@ impl Similarity {
     }
 }
 
+/// The threshold the command-line tool uses when none is given: the τ of
+/// best F1 for the default configuration in the detection-quality
+/// evaluation on real web pages (README, "Detection quality";
+/// `cargo run --release --example quality`).
+pub const DEFAULT_THRESHOLD: f64 = 0.4;
+
 /// A similarity threshold τ in (0, 1], held as an integer number of parts
 /// per billion (τ is rounded to 9 decimal places).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -76,6 +82,9 @@ impl Threshold {
 
     /// τ = 1: identical signature multisets only.
     pub const ONE: Threshold = Threshold(1_000_000_000);
+
+    /// [`DEFAULT_THRESHOLD`] as a threshold.
+    pub const DEFAULT: Threshold = Threshold((DEFAULT_THRESHOLD * 1e9) as u32);
 
     /// Validates τ.
     ///

@@ -2,8 +2,8 @@
 //! trips and rejects every corruption with a typed error, never a panic.
 
 use neardex::{
-    ConfigDecodeError, ConfigError, MinHashConfig, Scheme, SignatureConfig, Signer, Similarity, SpotSigsConfig,
-    SpotSpec, Threshold,
+    ConfigDecodeError, ConfigError, FrequencyFilter, MinHashConfig, Scheme, SignatureConfig, SignatureVector, Signer,
+    Similarity, SpotSigsConfig, SpotSpec, Threshold,
 };
 use proptest::prelude::*;
 
@@ -81,9 +81,66 @@ fn every_corruption_of_the_encoding_is_a_typed_error() {
     other_version[4] = 9;
     assert_eq!(
         SignatureConfig::decode(&other_version),
-        Err(ConfigDecodeError::Incompatible { found: 9, supported: 1..=1 })
+        Err(ConfigDecodeError::Incompatible { found: 9, supported: 1..=2 })
     );
     assert!(matches!(SignatureConfig::decode(b"NOPE...."), Err(ConfigDecodeError::BadMagic { .. })));
+}
+
+#[test]
+fn a_config_without_a_filter_still_encodes_as_version_1_and_one_with_a_filter_as_version_2() {
+    let plain = SignatureConfig::default().encode();
+    assert_eq!(&plain[4..6], &[1, 0]);
+    let filtered =
+        SignatureConfig { frequency_filter: FrequencyFilter::new([9, 3, 3, 7]), ..SignatureConfig::default() };
+    let bytes = filtered.encode();
+    assert_eq!(&bytes[4..6], &[2, 0]);
+    assert_eq!(bytes.len(), plain.len() + 4 + 3 * 8, "count and three distinct hashes");
+    let decoded = SignatureConfig::decode(&bytes).expect("round trip");
+    assert_eq!(decoded.frequency_filter.hashes(), &[3, 7, 9]);
+    // The encoding is canonical: hashes out of order are rejected (CRC fixed up).
+    let mut swapped = bytes.clone();
+    let at = plain.len() - 4 + 4;
+    swapped[at..at + 16].rotate_left(8);
+    let body = swapped.len() - 4;
+    let crc = crc32fast::hash(&swapped[..body]);
+    swapped[body..].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        SignatureConfig::decode(&swapped),
+        Err(ConfigDecodeError::Invalid(ConfigError::FilterOrder { position: 1 }))
+    );
+}
+
+#[test]
+fn the_frequency_filter_drops_its_signatures_from_every_document() {
+    let text = "the cat is on the mat and the dog is in the house, the end was near and the night was long";
+    let plain = Signer::new(SignatureConfig::default()).unwrap().sign_text(text);
+    assert!(plain.vector.distinct() >= 3, "enough signatures to drop some");
+    let dropped: Vec<u64> = plain.vector.hashes().iter().copied().step_by(2).collect();
+    let filtered_config =
+        SignatureConfig { frequency_filter: FrequencyFilter::new(dropped.clone()), ..SignatureConfig::default() };
+    let signer = Signer::new(filtered_config).unwrap();
+    let filtered = signer.sign_text(text);
+    let expected: Vec<(u64, u32)> = plain.vector.iter().filter(|(h, _)| !dropped.contains(h)).collect();
+    assert_eq!(filtered.vector.iter().collect::<Vec<_>>(), expected);
+    assert!(signer.explain(text).iter().all(|s| !dropped.contains(&s.hash)));
+    assert_eq!(filtered.fingerprint, plain.fingerprint, "the fingerprint is of the text, not of the signatures");
+}
+
+#[test]
+fn a_learned_filter_drops_what_more_than_the_given_share_of_the_sample_holds() {
+    let vectors: Vec<SignatureVector> = (0..100u64)
+        .map(|i| {
+            // hash 1 in every document, hash 2 in 3 of them, hash 1000+i in one.
+            let mut h = vec![1, 1000 + i];
+            if i < 3 {
+                h.push(2);
+            }
+            SignatureVector::from_hashes(h)
+        })
+        .collect();
+    assert_eq!(FrequencyFilter::learn(&vectors, 0.01).hashes(), &[1, 2]);
+    assert_eq!(FrequencyFilter::learn(&vectors, 0.05).hashes(), &[1]);
+    assert!(FrequencyFilter::learn(&vectors, 1.0).is_empty());
 }
 
 #[test]
@@ -108,14 +165,16 @@ fn arb_config() -> impl Strategy<Value = SignatureConfig> {
     ];
     let similarity =
         prop_oneof![Just(Similarity::MultisetJaccard), Just(Similarity::SetJaccard), Just(Similarity::Containment)];
-    (scheme, similarity, any::<u64>(), 1u32..=32, 1u32..=16).prop_map(|(scheme, similarity, hash_seed, bands, rows)| {
-        SignatureConfig {
+    let filter = prop_oneof![Just(Vec::new()), prop::collection::vec(any::<u64>(), 1..40)];
+    (scheme, similarity, any::<u64>(), 1u32..=32, 1u32..=16, filter).prop_map(
+        |(scheme, similarity, hash_seed, bands, rows, filter)| SignatureConfig {
             scheme,
             similarity,
             hash_seed,
             minhash: MinHashConfig { permutations: bands * rows, bands, rows },
-        }
-    })
+            frequency_filter: FrequencyFilter::new(filter),
+        },
+    )
 }
 
 proptest! {

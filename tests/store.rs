@@ -382,3 +382,29 @@ proptest! {
         check(&idx.searcher().unwrap(), &committed, &signer)?;
     }
 }
+
+#[test]
+fn an_index_with_a_frequency_filter_keeps_it_across_reopen_and_stores_filtered_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "the ferry was late and the harbor was full, the crew had been waiting and the captain was calm";
+    let plain = Signer::new(SignatureConfig::default()).unwrap().sign_text(text).vector;
+    let dropped: Vec<u64> = plain.hashes().iter().copied().take(2).collect();
+    let config = SignatureConfig {
+        frequency_filter: neardex::FrequencyFilter::new(dropped.clone()),
+        ..SignatureConfig::default()
+    };
+    {
+        let index = Index::create(dir.path(), config.clone()).unwrap();
+        let mut writer = index.writer().unwrap();
+        writer.insert("doc", Document::Text(text), Metadata::default()).unwrap();
+        writer.commit().unwrap();
+        index.flush().unwrap();
+    }
+    let index = Index::open_expecting(dir.path(), &config).unwrap();
+    assert_eq!(index.config().frequency_filter.hashes().len(), 2);
+    let stored = index.searcher().unwrap().get("doc").unwrap().expect("stored").vector;
+    assert_eq!(stored.distinct(), plain.distinct() - 2);
+    assert!(dropped.iter().all(|&h| stored.freq(h) == 0));
+    // The same index refuses the configuration without the filter.
+    assert!(Index::open_expecting(dir.path(), &SignatureConfig::default()).is_err());
+}
