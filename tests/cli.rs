@@ -176,6 +176,36 @@ fn bad_input_gives_one_clear_line_and_the_right_exit_code() {
     drop(holder);
 }
 
+#[test]
+fn create_learns_a_frozen_frequency_filter_from_a_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    // Six pages; at --filter-max-df 0.2 a signature in two or more of them goes.
+    let sample = dir.path().join("sample");
+    std::fs::create_dir(&sample).unwrap();
+    for page in PAGES {
+        std::fs::copy(Path::new(DEMO).join(page), sample.join(page)).unwrap();
+    }
+    let sample = sample.to_str().unwrap();
+    let created = ok(&["create", idx, "--filter-sample", sample, "--filter-max-df", "0.2"]);
+    assert_eq!(created[0]["filter_sample"], PAGES.len());
+    let filtered = created[0]["filtered_signatures"].as_u64().unwrap();
+    assert!(filtered > 0, "the demo pages share signatures (two carry the same article)");
+    assert_eq!(ok(&["stats", idx])[0]["filtered_signatures"], filtered);
+    // Unfiltered, nothing is filtered; a share outside (0, 1] is refused.
+    let plain = dir.path().join("plain");
+    ok(&["create", plain.to_str().unwrap()]);
+    assert_eq!(ok(&["stats", plain.to_str().unwrap()])[0]["filtered_signatures"], 0);
+    // Banding for another LSH threshold: more, shorter bands at 0.5.
+    let banded = dir.path().join("banded");
+    ok(&["create", banded.to_str().unwrap(), "--lsh-threshold", "0.5"]);
+    let stats = &ok(&["stats", banded.to_str().unwrap()])[0];
+    assert!(stats["minhash"]["bands"].as_u64().unwrap() > 9, "{stats}");
+    let other = dir.path().join("other");
+    fails(&["create", other.to_str().unwrap(), "--filter-sample", sample, "--filter-max-df", "0"], 1, "not in (0, 1]");
+}
+
 /// Ctrl-C (SIGINT) during `add`: what was added is committed, the command
 /// says so, exits 1, and the index holds exactly that many documents.
 #[cfg(unix)]

@@ -104,7 +104,7 @@ fn detect(path: &Path, requested: Format) -> Format {
 }
 
 /// Every file under `path` (itself if it is a file), sorted.
-fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+pub fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if meta.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)

@@ -65,6 +65,10 @@ struct SchemeArgs {
     /// SpotSigs chain length c.
     #[arg(long)]
     chain: Option<u32>,
+    /// Band the MinHash sketches for LSH queries at this τ (default 0.8;
+    /// query --lsh finds few matches far below it).
+    #[arg(long)]
+    lsh_threshold: Option<f64>,
 }
 
 #[derive(Subcommand)]
@@ -72,11 +76,20 @@ enum Command {
     /// Create an index directory.
     ///
     /// Example: neardex create crawl.ndx --scheme spotsigs --similarity multiset
+    /// Example: neardex create crawl.ndx --filter-sample sample-pages/
     Create {
         /// The index directory (created).
         index: PathBuf,
         #[command(flatten)]
         scheme: SchemeArgs,
+        /// Learn a frozen frequency filter from these files or directories
+        /// (HTML by extension, else text): signatures found in more than
+        /// --filter-max-df of them are dropped from every document, for good.
+        #[arg(long, num_args = 1..)]
+        filter_sample: Vec<PathBuf>,
+        /// The share of sample documents above which a signature is dropped.
+        #[arg(long, default_value_t = 0.01, requires = "filter_sample")]
+        filter_max_df: f64,
         #[command(flatten)]
         output: OutputArgs,
     },
@@ -109,8 +122,8 @@ enum Command {
     Query {
         /// The index directory.
         index: PathBuf,
-        /// Similarity threshold in (0, 1].
-        #[arg(long, short)]
+        /// Similarity threshold in (0, 1] (default: README, "Detection quality").
+        #[arg(long, short, default_value_t = neardex::DEFAULT_THRESHOLD)]
         threshold: f64,
         /// Use the LSH band tables (fast, verified, may miss matches).
         #[arg(long)]
@@ -132,8 +145,8 @@ enum Command {
     Pairs {
         /// The index directory.
         index: PathBuf,
-        /// Similarity threshold in (0, 1].
-        #[arg(long, short)]
+        /// Similarity threshold in (0, 1] (default: README, "Detection quality").
+        #[arg(long, short, default_value_t = neardex::DEFAULT_THRESHOLD)]
         threshold: f64,
         /// Compute the same answer by comparing every pair (an audit).
         #[arg(long)]
@@ -147,8 +160,8 @@ enum Command {
     Clusters {
         /// The index directory.
         index: PathBuf,
-        /// Similarity threshold in (0, 1].
-        #[arg(long, short)]
+        /// Similarity threshold in (0, 1] (default: README, "Detection quality").
+        #[arg(long, short, default_value_t = neardex::DEFAULT_THRESHOLD)]
         threshold: f64,
         #[command(flatten)]
         output: OutputArgs,
@@ -201,8 +214,8 @@ enum Command {
     /// With --pages: every near-duplicate pair of six embedded web pages, by brute force.
     /// Example: neardex demo --threshold 0.6; neardex demo --pages --scheme words:3
     Demo {
-        /// Similarity threshold in (0, 1].
-        #[arg(long, short, default_value_t = 0.6)]
+        /// Similarity threshold in (0, 1] (default: README, "Detection quality").
+        #[arg(long, short, default_value_t = neardex::DEFAULT_THRESHOLD)]
         threshold: f64,
         /// The six-page demo of the SpotSigs paper's two figures instead.
         #[arg(long)]
@@ -336,10 +349,33 @@ fn open_read_only(path: &Path) -> Result<Index, String> {
 
 fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
     match command {
-        Command::Create { index, scheme, .. } => {
-            let config = config_for(&scheme)?;
-            Index::create_with(&index, config, IndexOptions::default()).map_err(|e| e.to_string())?;
-            out.emit(json!({ "created": index.display().to_string() }))?;
+        Command::Create { index, scheme, filter_sample, filter_max_df, .. } => {
+            let mut config = config_for(&scheme)?;
+            let mut sample_size = 0;
+            if !filter_sample.is_empty() {
+                if !(filter_max_df > 0.0 && filter_max_df <= 1.0) {
+                    return Err(format!("--filter-max-df {filter_max_df} is not in (0, 1]"));
+                }
+                let signer = Signer::new(config.clone()).map_err(|e| e.to_string())?;
+                let mut files = Vec::new();
+                for path in &filter_sample {
+                    ingest::files_under(path, &mut files)?;
+                }
+                let mut vectors = Vec::with_capacity(files.len());
+                for file in &files {
+                    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+                    vectors.push(sign(&signer, &file.to_string_lossy(), &bytes).vector);
+                }
+                sample_size = vectors.len();
+                config.frequency_filter = neardex::FrequencyFilter::learn(&vectors, filter_max_df);
+            }
+            Index::create_with(&index, config.clone(), IndexOptions::default()).map_err(|e| e.to_string())?;
+            let mut created = json!({ "created": index.display().to_string() });
+            if sample_size > 0 {
+                created["filter_sample"] = json!(sample_size);
+                created["filtered_signatures"] = json!(config.frequency_filter.len());
+            }
+            out.emit(created)?;
         }
         Command::Add { index, paths, input_format, key_field, text_field, replace } => {
             let index = open(&index)?;
@@ -454,6 +490,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "scheme": scheme_name(&config.scheme),
                 "similarity": format!("{:?}", config.similarity),
                 "minhash": { "permutations": config.minhash.permutations, "bands": config.minhash.bands, "rows": config.minhash.rows },
+                "filtered_signatures": config.frequency_filter.len(),
             }))?;
         }
         Command::Explain { index, a, b, .. } => {
@@ -619,6 +656,10 @@ fn config_for(args: &SchemeArgs) -> Result<SignatureConfig, String> {
         "containment" => Similarity::Containment,
         other => return Err(format!("unknown similarity {other:?} (use multiset, set or containment)")),
     };
+    if let Some(tau) = args.lsh_threshold {
+        config.minhash =
+            neardex::MinHashConfig::for_threshold(tau, 128).map_err(|e| format!("--lsh-threshold: {e}"))?;
+    }
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)
 }
