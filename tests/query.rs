@@ -155,6 +155,18 @@ proptest! {
                 prop_assert!(full_stats.postings_read <= window_stats.postings_read);
                 prop_assert!(window_stats.postings_read <= none_stats.postings_read);
                 prop_assert!(full_stats.candidates_verified <= none_stats.candidates_verified);
+                // Top-k (stops early on a threshold ladder): the oracle's
+                // answer sorted by similarity, then id, cut at k.
+                let mut ranked = expected.clone();
+                ranked.sort_by(|x, y| {
+                    let left = u128::from(y.overlap.num) * u128::from(x.overlap.den);
+                    let right = u128::from(x.overlap.num) * u128::from(y.overlap.den);
+                    left.cmp(&right).then(x.id.cmp(&y.id))
+                });
+                for k in [1usize, 2, 5] {
+                    let top = s.top_k(q, k, tau).unwrap();
+                    prop_assert_eq!(&top[..], &ranked[..k.min(ranked.len())], "top-{} at τ = {}", k, tau);
+                }
                 // LSH: never a false positive.
                 let signature = signature_of(&config, q.clone(), 0);
                 for m in s.query_lsh(&signature, tau).unwrap() {
