@@ -3,9 +3,9 @@
 //! human-extracted gold main content (issue 8; README "Detection quality").
 //!
 //! Run: `cargo run --release --example quality` (about two minutes on two
-//! cores). Writes `target/quality/results.csv` (every figure) and
-//! `target/quality/f1.svg` (F1 against τ per scheme); `--out DIR` writes
-//! them elsewhere (README's picture: `--out docs`).
+//! cores). Writes `target/quality/quality-results.csv` (every figure) and
+//! `target/quality/quality-f1.svg` (F1 against τ per scheme); `--out DIR`
+//! writes them elsewhere (README's copies: `--out docs`).
 //!
 //! Labels: a pair is a true near-duplicate when the Jaccard of the word
 //! 5-shingle sets of the two gold texts is ≥ 0.8, clearly distinct when it
@@ -92,10 +92,10 @@ fn main() {
         evaluate_scheme("spam", &scheme, &spam, &spam_labels, &mut results, |signer, (_, text)| signer.sign_text(text));
     }
 
-    write_csv(&out.join("results.csv"), &results);
-    write_svg(&out.join("f1.svg"), &results);
+    write_csv(&out.join("quality-results.csv"), &results);
+    write_svg(&out.join("quality-f1.svg"), &results);
     print_summary(&results);
-    println!("\nwrote {} and {}", out.join("results.csv").display(), out.join("f1.svg").display());
+    println!("\nwrote {} and {}", out.join("quality-results.csv").display(), out.join("quality-f1.svg").display());
 }
 
 // ---------------------------------------------------------------- corpora
@@ -682,7 +682,7 @@ fn write_csv(path: &Path, results: &[Row]) {
             );
         }
     }
-    std::fs::write(path, csv).expect("write results.csv");
+    std::fs::write(path, csv).expect("write quality-results.csv");
 }
 
 /// F1 against τ, one line per scheme, exact path: one panel per measure.
@@ -759,7 +759,7 @@ fn write_svg(path: &Path, results: &[Row]) {
         );
     }
     svg.push_str("</svg>\n");
-    std::fs::write(path, svg).expect("write f1.svg");
+    std::fs::write(path, svg).expect("write quality-f1.svg");
 }
 
 fn print_summary(results: &[Row]) {
