@@ -16,8 +16,7 @@ use neardex::{oracle, SignatureConfig, SignatureVector, Signer, Similarity, Thre
 
 fn bench(c: &mut Criterion) {
     let Some(data) = common::shared_data() else { return };
-    let mut pages = common::article_benchmark(&data);
-    pages.extend(common::dragnet(&data));
+    let pages = common::all_pages(&data);
     let dir = tempfile::tempdir().unwrap();
     let config = SignatureConfig::default();
     let signer = Signer::new(config.clone()).unwrap();

@@ -28,8 +28,7 @@ struct Corpus {
 
 fn corpus() -> Option<Corpus> {
     let data = common::shared_data()?;
-    let mut pages = common::article_benchmark(&data);
-    pages.extend(common::dragnet(&data));
+    let pages = common::all_pages(&data);
     let html: Vec<String> = pages.iter().map(|p| decode_html(&p.html, None).into_owned()).collect();
     let text = html.iter().map(|h| html_to_text(h)).collect();
     Some(Corpus { html, text })

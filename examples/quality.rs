@@ -101,14 +101,10 @@ fn main() {
 // ---------------------------------------------------------------- corpora
 
 fn load_real_pages(data: &Path) -> Vec<Page> {
-    let truth: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(data.join("article-extraction-benchmark/ground-truth.json")).expect("ground-truth.json"),
-    )
-    .expect("ground truth is JSON");
     let mut pages = Vec::new();
     for page in common::article_benchmark(data) {
-        let url = truth[&page.name]["url"].as_str().unwrap_or_default();
-        let site = host_of(url).map(|h| site_of(&h)).unwrap_or_else(|| format!("?{}", page.name));
+        let site =
+            page.url.as_deref().and_then(host_of).map(|h| site_of(&h)).unwrap_or_else(|| format!("?{}", page.name));
         pages.push(Page {
             name: format!("aeb/{}", page.name),
             site,

@@ -163,6 +163,14 @@ impl Overlap {
     pub fn meets(self, tau: Threshold) -> bool {
         self.den != 0 && u128::from(self.num) * u128::from(Threshold::SCALE) >= u128::from(tau.0) * u128::from(self.den)
     }
+
+    /// Orders two similarities by their exact values (`a/b` against `c/d`
+    /// as `a·d` against `c·b`; `den == 0` counts as 0), for ranking.
+    pub fn cmp_value(self, other: Overlap) -> std::cmp::Ordering {
+        let exact = |o: Overlap| if o.den == 0 { (0, 1) } else { (u128::from(o.num), u128::from(o.den)) };
+        let ((a, b), (c, d)) = (exact(self), exact(other));
+        (a * d).cmp(&(c * b))
+    }
 }
 
 /// Walks the two sorted vectors once and returns Σ min(freq) over the

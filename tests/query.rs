@@ -158,11 +158,7 @@ proptest! {
                 // Top-k (stops early on a threshold ladder): the oracle's
                 // answer sorted by similarity, then id, cut at k.
                 let mut ranked = expected.clone();
-                ranked.sort_by(|x, y| {
-                    let left = u128::from(y.overlap.num) * u128::from(x.overlap.den);
-                    let right = u128::from(x.overlap.num) * u128::from(y.overlap.den);
-                    left.cmp(&right).then(x.id.cmp(&y.id))
-                });
+                ranked.sort_by(|x, y| y.overlap.cmp_value(x.overlap).then(x.id.cmp(&y.id)));
                 for k in [1usize, 2, 5] {
                     let top = s.top_k(q, k, tau).unwrap();
                     prop_assert_eq!(&top[..], &ranked[..k.min(ranked.len())], "top-{} at τ = {}", k, tau);
@@ -183,8 +179,7 @@ proptest! {
 #[test]
 fn real_pages_at_several_thresholds() {
     let Some(data) = common::shared_data() else { return };
-    let mut pages = common::article_benchmark(&data);
-    pages.extend(common::dragnet(&data));
+    let pages = common::all_pages(&data);
     let dir = tempfile::tempdir().unwrap();
     let config = SignatureConfig::default();
     let signer = Signer::new(config.clone()).unwrap();

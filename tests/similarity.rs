@@ -132,3 +132,16 @@ fn containment_join_reports_either_direction() {
     assert_eq!((pairs[0].a, pairs[0].b), (5, 9));
     assert_eq!((pairs[0].overlap.num, pairs[0].overlap.den), (2, 2));
 }
+
+#[test]
+fn overlaps_rank_by_their_exact_values() {
+    use std::cmp::Ordering;
+    let o = |num, den| neardex::Overlap { num, den };
+    assert_eq!(o(4, 5).cmp_value(o(8, 10)), Ordering::Equal);
+    assert_eq!(o(12, 15).cmp_value(o(4, 5)), Ordering::Equal);
+    assert_eq!(o(2, 3).cmp_value(o(3, 5)), Ordering::Greater);
+    assert_eq!(o(u64::MAX - 1, u64::MAX).cmp_value(o(1, 1)), Ordering::Less);
+    // Documents without signatures count as similarity 0.
+    assert_eq!(o(0, 0).cmp_value(o(0, 7)), Ordering::Equal);
+    assert_eq!(o(0, 0).cmp_value(o(1, 9)), Ordering::Less);
+}

@@ -436,12 +436,7 @@ impl Searcher {
     /// As [`Searcher::query`].
     pub fn top_k(&self, query: &SignatureVector, k: usize, tau_min: Threshold) -> Result<Vec<Match>, IndexError> {
         let mut matches = self.query(query, tau_min)?;
-        // Compare a/b with c/d exactly: a·d against c·b.
-        matches.sort_by(|x, y| {
-            let left = u128::from(y.overlap.num) * u128::from(x.overlap.den);
-            let right = u128::from(x.overlap.num) * u128::from(y.overlap.den);
-            left.cmp(&right).then(x.id.cmp(&y.id))
-        });
+        matches.sort_by(|x, y| y.overlap.cmp_value(x.overlap).then(x.id.cmp(&y.id)));
         matches.truncate(k);
         Ok(matches)
     }

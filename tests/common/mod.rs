@@ -19,12 +19,20 @@ pub fn shared_data() -> Option<PathBuf> {
     None
 }
 
-/// One real page: a name, its raw HTML bytes and its human-extracted gold
-/// main-content text.
+/// One real page: a name, its raw HTML bytes, its human-extracted gold
+/// main-content text, and its URL where the data set gives one.
 pub struct Page {
     pub name: String,
     pub html: Vec<u8>,
     pub gold: String,
+    pub url: Option<String>,
+}
+
+/// Every real page: the article benchmark's, then dragnet's.
+pub fn all_pages(data: &std::path::Path) -> Vec<Page> {
+    let mut pages = article_benchmark(data);
+    pages.extend(dragnet(data));
+    pages
 }
 
 /// The 181 pages of the article-extraction benchmark.
@@ -43,7 +51,8 @@ pub fn article_benchmark(data: &std::path::Path) -> Vec<Page> {
             .read_to_end(&mut html)
             .expect("gunzip page");
         let gold = truth[&id]["articleBody"].as_str().unwrap_or_default().to_owned();
-        pages.push(Page { name: id, html, gold });
+        let url = truth[&id]["url"].as_str().map(str::to_owned);
+        pages.push(Page { name: id, html, gold, url });
     }
     pages.sort_by(|a, b| a.name.cmp(&b.name));
     pages
@@ -73,7 +82,7 @@ pub fn dragnet(data: &std::path::Path) -> Vec<Page> {
     html.into_iter()
         .map(|(name, html)| {
             let gold = gold.get(&name).cloned().unwrap_or_default();
-            Page { name, html, gold }
+            Page { name, html, gold, url: None }
         })
         .collect()
 }
