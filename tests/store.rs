@@ -9,6 +9,11 @@ use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata, Search
 use neardex::{SignatureConfig, Signer, Threshold};
 use proptest::prelude::*;
 
+#[path = "common/workload.rs"]
+mod workload;
+
+use workload::Step as Op;
+
 const ARTICLE: &str = "The city council voted on Tuesday to approve a plan for a new central library, ending a \
                        debate that had lasted more than three years. The building will replace the old branch.";
 
@@ -225,19 +230,6 @@ fn tiered_merging_keeps_segments_logarithmic_and_optimize_drops_deletes() {
     let reopened = Index::open(dir.path()).unwrap();
     assert_eq!(reopened.searcher().unwrap().len(), 100);
     reopened.verify().unwrap();
-}
-
-/// One step of a random workload.
-#[derive(Debug, Clone)]
-enum Op {
-    Insert(u8, u8),
-    Replace(u8, u8),
-    Delete(u8),
-    Commit,
-    Abort,
-    Flush,
-    Optimize,
-    Reopen,
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {

@@ -75,6 +75,20 @@ pub enum IndexError {
     },
     /// The index was opened read-only.
     ReadOnly,
+    /// The disk (or the storage's quota) is full. Nothing of the failed
+    /// operation was acknowledged; everything committed before it stays.
+    /// Once space returns, reopen the index and go on.
+    DiskFull {
+        /// What was being done.
+        context: String,
+    },
+    /// An earlier I/O error (a full disk, a failed fsync) left the catalog
+    /// unusable in this process. Nothing acknowledged is lost: drop the
+    /// index and open it again.
+    ReopenRequired {
+        /// What was being done.
+        context: &'static str,
+    },
     /// The operation is not available for this configuration.
     Unsupported {
         /// What is not available, and why.
@@ -89,11 +103,29 @@ impl IndexError {
 
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> IndexError {
         let context = context.into();
-        move |source| IndexError::Io { context, source }
+        move |source| {
+            if is_disk_full(&source) {
+                IndexError::DiskFull { context }
+            } else {
+                IndexError::Io { context, source }
+            }
+        }
     }
 
+    /// A redb error, typed where it says the disk is full or the catalog is
+    /// damaged.
     pub(crate) fn catalog(context: &'static str) -> impl FnOnce(redb::Error) -> IndexError {
-        move |e| IndexError::Catalog { context, message: e.to_string() }
+        move |e| match e {
+            redb::Error::Io(source) if is_disk_full(&source) => IndexError::DiskFull { context: context.to_owned() },
+            redb::Error::PreviousIo => IndexError::ReopenRequired { context },
+            redb::Error::Corrupted(reason) => IndexError::Corrupted {
+                file: super::CATALOG_FILE.to_owned(),
+                section: "redb",
+                offset: 0,
+                reason: format!("while {context}: {reason}"),
+            },
+            other => IndexError::Catalog { context, message: other.to_string() },
+        }
     }
 }
 
@@ -129,6 +161,14 @@ impl fmt::Display for IndexError {
             }
             IndexError::DuplicateKey { key } => write!(f, "key {key:?} is already in the index (replace it instead)"),
             IndexError::ReadOnly => write!(f, "the index is open read-only"),
+            IndexError::DiskFull { context } => {
+                write!(f, "disk full while {context}: nothing of it was committed; free space and reopen")
+            }
+            IndexError::ReopenRequired { context } => write!(
+                f,
+                "while {context}: an earlier I/O error left the catalog unusable in this process; \
+                 drop the index and open it again (nothing acknowledged is lost)"
+            ),
             IndexError::Unsupported { what } => write!(f, "not supported: {what}"),
         }
     }
@@ -143,6 +183,13 @@ impl std::error::Error for IndexError {
             _ => None,
         }
     }
+}
+
+fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded | std::io::ErrorKind::FileTooLarge
+    )
 }
 
 impl From<ConfigError> for IndexError {

@@ -16,24 +16,27 @@
 
 mod catalog;
 mod error;
+mod memory;
 mod mmap;
 mod query;
 pub mod segment;
+mod storage;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTableMetadata};
 
 pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION};
 pub use error::IndexError;
+pub use memory::{CrashMode, Fault, FaultStorage, MemStorage};
+pub use mmap::SegmentBytes;
 pub use query::{explain_vectors, Cluster, Explanation, LshRecall, Pruning, QueryStats};
 pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
+pub use storage::{FsStorage, Storage};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
-use mmap::SegmentBytes;
 use segment::{build_segment, Segment, SegmentDoc};
 
 use crate::config::SignatureConfig;
@@ -169,18 +172,19 @@ impl Catalog {
 
 /// An open index.
 pub struct Index {
-    dir: PathBuf,
+    storage: Arc<dyn Storage>,
     catalog: Catalog,
     signer: Arc<Signer>,
     options: IndexOptions,
     state: RwLock<Arc<State>>,
     writer_lock: Mutex<()>,
-    _lock_file: Option<File>,
+    maintenance_error: Mutex<Option<IndexError>>,
+    _lock: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Index").field("dir", &self.dir).field("options", &self.options).finish_non_exhaustive()
+        f.debug_struct("Index").field("storage", &self.storage).field("options", &self.options).finish_non_exhaustive()
     }
 }
 
@@ -188,23 +192,8 @@ fn redb_err<E: Into<redb::Error>>(context: &'static str) -> impl FnOnce(E) -> In
     move |e| IndexError::catalog(context)(e.into())
 }
 
-fn sync_dir(dir: &Path) -> Result<(), IndexError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(IndexError::io(format!("syncing directory {}", dir.display())))
-}
-
-fn take_lock(dir: &Path) -> Result<File, IndexError> {
-    let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(IndexError::io(format!("opening {}", path.display())))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(fs::TryLockError::WouldBlock) => Err(IndexError::Locked { path: dir.to_owned() }),
-        Err(fs::TryLockError::Error(e)) => Err(IndexError::io(format!("locking {}", path.display()))(e)),
-    }
+fn sync_dir(storage: &dyn Storage) -> Result<(), IndexError> {
+    storage.sync_dir().map_err(IndexError::io(format!("syncing directory {}", storage.location().display())))
 }
 
 fn meta_u64(table: &impl ReadableTable<&'static str, &'static [u8]>, name: &str) -> Result<u64, IndexError> {
@@ -238,18 +227,36 @@ impl Index {
         config: SignatureConfig,
         options: IndexOptions,
     ) -> Result<Index, IndexError> {
-        let dir = dir.as_ref();
+        Self::create_in(Arc::new(FsStorage::new(dir.as_ref())), config, options)
+    }
+
+    /// [`Index::create`] in any [`Storage`]: a [`MemStorage`] for an index
+    /// held in memory, a [`FaultStorage`] to test failures.
+    ///
+    /// # Errors
+    /// As [`Index::create`].
+    pub fn create_in(
+        storage: Arc<dyn Storage>,
+        config: SignatureConfig,
+        options: IndexOptions,
+    ) -> Result<Index, IndexError> {
+        let location = storage.location().to_owned();
         let signer = Signer::new(config)?;
-        fs::create_dir_all(dir).map_err(IndexError::io(format!("creating {}", dir.display())))?;
-        let lock = take_lock(dir)?;
-        let path = dir.join(CATALOG_FILE);
-        if path.exists() {
-            return Err(IndexError::AlreadyExists { path: dir.to_owned() });
+        storage.prepare().map_err(IndexError::io(format!("creating {}", location.display())))?;
+        let lock = storage.lock()?;
+        let exists =
+            storage.exists(CATALOG_FILE).map_err(IndexError::io(format!("examining {}", location.display())))?;
+        if exists {
+            return Err(IndexError::AlreadyExists { path: location });
         }
-        let db = redb::Builder::new()
-            .set_concurrency_mode(redb::ConcurrencyMode::SingleWriter)
-            .create(&path)
-            .map_err(redb_err("creating the catalog"))?;
+        // The catalog is built under a temporary name and renamed into
+        // place once its first commit is durable: a crash during creation
+        // leaves no `catalog.redb`, so creating again works (FORMAT.md §8).
+        let tmp = format!("{CATALOG_FILE}.tmp");
+        if storage.exists(&tmp).map_err(IndexError::io(format!("examining {tmp}")))? {
+            storage.remove(&tmp).map_err(IndexError::io(format!("removing {tmp}")))?;
+        }
+        let db = storage.open_catalog(&tmp, true).map_err(redb_err("creating the catalog"))?;
         let txn = db.begin_write().map_err(redb_err("beginning a write"))?;
         {
             let mut meta = txn.open_table(META).map_err(redb_err("creating tables"))?;
@@ -268,15 +275,17 @@ impl Index {
             txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("creating tables"))?;
         }
         txn.commit().map_err(redb_err("committing the new catalog"))?;
-        sync_dir(dir)?;
+        storage.rename(&tmp, CATALOG_FILE).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
+        sync_dir(&*storage)?;
         Ok(Index {
-            dir: dir.to_owned(),
+            storage,
             catalog: Catalog::Writable(db),
             signer: Arc::new(signer),
             options,
             state: RwLock::new(Arc::new(State::default())),
             writer_lock: Mutex::new(()),
-            _lock_file: Some(lock),
+            maintenance_error: Mutex::new(None),
+            _lock: Some(lock),
         })
     }
 
@@ -296,17 +305,18 @@ impl Index {
     /// # Errors
     /// As [`Index::open`].
     pub fn open_with(dir: impl AsRef<Path>, options: IndexOptions) -> Result<Index, IndexError> {
-        let dir = dir.as_ref();
-        let path = dir.join(CATALOG_FILE);
-        if !path.is_file() {
-            return Err(IndexError::NotAnIndex { path: dir.to_owned() });
-        }
-        let lock = take_lock(dir)?;
-        let db = redb::Builder::new()
-            .set_concurrency_mode(redb::ConcurrencyMode::SingleWriter)
-            .open(&path)
-            .map_err(|e| Self::open_error(dir, e))?;
-        let index = Self::finish_open(dir, Catalog::Writable(db), options, Some(lock))?;
+        Self::open_in(Arc::new(FsStorage::new(dir.as_ref())), options)
+    }
+
+    /// [`Index::open`] in any [`Storage`].
+    ///
+    /// # Errors
+    /// As [`Index::open`].
+    pub fn open_in(storage: Arc<dyn Storage>, options: IndexOptions) -> Result<Index, IndexError> {
+        Self::check_is_index(&*storage)?;
+        let lock = storage.lock()?;
+        let db = storage.open_catalog(CATALOG_FILE, false).map_err(|e| Self::open_error(&*storage, e))?;
+        let index = Self::finish_open(storage, Catalog::Writable(db), options, Some(lock))?;
         index.remove_unlisted_files()?;
         Ok(index)
     }
@@ -317,16 +327,26 @@ impl Index {
     /// # Errors
     /// As [`Index::open`], except that it is never [`IndexError::Locked`].
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Index, IndexError> {
-        let dir = dir.as_ref();
-        let path = dir.join(CATALOG_FILE);
-        if !path.is_file() {
-            return Err(IndexError::NotAnIndex { path: dir.to_owned() });
+        Self::open_read_only_in(Arc::new(FsStorage::new(dir.as_ref())))
+    }
+
+    /// [`Index::open_read_only`] in any [`Storage`].
+    ///
+    /// # Errors
+    /// As [`Index::open_read_only`].
+    pub fn open_read_only_in(storage: Arc<dyn Storage>) -> Result<Index, IndexError> {
+        Self::check_is_index(&*storage)?;
+        let db = storage.open_catalog_read_only(CATALOG_FILE).map_err(|e| Self::open_error(&*storage, e))?;
+        Self::finish_open(storage, Catalog::ReadOnly(db), IndexOptions::default(), None)
+    }
+
+    fn check_is_index(storage: &dyn Storage) -> Result<(), IndexError> {
+        let location = storage.location();
+        match storage.exists(CATALOG_FILE) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(IndexError::NotAnIndex { path: location.to_owned() }),
+            Err(e) => Err(IndexError::io(format!("examining {}", location.display()))(e)),
         }
-        let db = redb::Builder::new()
-            .set_concurrency_mode(redb::ConcurrencyMode::SingleWriter)
-            .open_read_only(&path)
-            .map_err(|e| Self::open_error(dir, e))?;
-        Self::finish_open(dir, Catalog::ReadOnly(db), IndexOptions::default(), None)
     }
 
     /// Opens an index for writing and checks that it was created with
@@ -343,18 +363,18 @@ impl Index {
         Ok(index)
     }
 
-    fn open_error(dir: &Path, e: redb::DatabaseError) -> IndexError {
+    fn open_error(storage: &dyn Storage, e: redb::DatabaseError) -> IndexError {
         match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => IndexError::Locked { path: dir.to_owned() },
+            redb::DatabaseError::DatabaseAlreadyOpen => IndexError::Locked { path: storage.location().to_owned() },
             other => IndexError::catalog("opening the catalog")(other.into()),
         }
     }
 
     fn finish_open(
-        dir: &Path,
+        storage: Arc<dyn Storage>,
         catalog: Catalog,
         options: IndexOptions,
-        lock: Option<File>,
+        lock: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
     ) -> Result<Index, IndexError> {
         let txn = catalog.begin_read()?;
         let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
@@ -375,36 +395,37 @@ impl Index {
         let config = SignatureConfig::decode(&config_bytes).map_err(IndexError::ConfigDecode)?;
         let signer = Signer::new(config)?;
         drop(meta);
-        let state = load_state(dir, &txn)?;
+        let state = load_state(&*storage, &txn)?;
         drop(txn);
         Ok(Index {
-            dir: dir.to_owned(),
+            storage,
             catalog,
             signer: Arc::new(signer),
             options,
             state: RwLock::new(Arc::new(state)),
             writer_lock: Mutex::new(()),
-            _lock_file: lock,
+            maintenance_error: Mutex::new(None),
+            _lock: lock,
         })
     }
 
     /// Removes segment files the manifest does not list and temporary files.
     fn remove_unlisted_files(&self) -> Result<(), IndexError> {
         let listed: BTreeSet<u64> = self.current().segments.keys().copied().collect();
-        let entries = fs::read_dir(&self.dir).map_err(IndexError::io(format!("listing {}", self.dir.display())))?;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
+        let location = self.storage.location();
+        let names = self.storage.list().map_err(IndexError::io(format!("listing {}", location.display())))?;
+        for name in names {
             let stale = name.ends_with(".tmp") || catalog::segment_id_of(&name).is_some_and(|id| !listed.contains(&id));
             if stale {
-                fs::remove_file(entry.path()).map_err(IndexError::io(format!("removing {name}")))?;
+                self.storage.remove(&name).map_err(IndexError::io(format!("removing {name}")))?;
             }
         }
         Ok(())
     }
 
-    /// The index directory.
+    /// The index directory (for an index in memory, a label).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.storage.location()
     }
 
     /// The signature configuration the index was created with.
@@ -468,9 +489,16 @@ impl Index {
     pub fn reload(&self) -> Result<(), IndexError> {
         let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
         let txn = self.catalog.begin_read()?;
-        let fresh = load_state_reusing(&self.dir, &txn, &guard)?;
+        let fresh = load_state_reusing(&*self.storage, &txn, &guard)?;
         *guard = Arc::new(fresh);
         Ok(())
+    }
+
+    /// The error of the last flush or merge a commit ran, if it failed
+    /// (`None` once one succeeds). The commit itself stood; its documents
+    /// stay pending until a flush succeeds.
+    pub fn maintenance_error(&self) -> Option<String> {
+        self.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(ToString::to_string)
     }
 
     /// Writes every pending document to a new segment now.
@@ -488,11 +516,10 @@ impl Index {
         if state.delta.is_empty() {
             return Ok(());
         }
-        let txn = self.catalog.begin_write()?;
-        let segment_id = {
-            let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
-            meta_u64(&meta, "next_segment_id")?
-        };
+        // The segment file is written before the catalog transaction
+        // begins, so that a failure writing it (a full disk) leaves the
+        // catalog untouched.
+        let segment_id = self.next_segment_id()?;
         let bands = self.config().minhash.bands;
         let docs: Vec<SegmentDoc> = state
             .delta
@@ -507,6 +534,7 @@ impl Index {
             file_crc: crc32fast::hash(&bytes),
         };
         drop(bytes);
+        let txn = self.catalog.begin_write()?;
         {
             let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
             manifest.insert(segment_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
@@ -519,7 +547,7 @@ impl Index {
             meta.insert("next_segment_id", (segment_id + 1).to_le_bytes().as_slice())
                 .map_err(redb_err("writing meta"))?;
         }
-        let loaded = Arc::new(open_segment(&self.dir, segment_id)?);
+        let loaded = Arc::new(open_segment(&*self.storage, segment_id)?);
         let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
         txn.commit().map_err(redb_err("committing the flush"))?;
         let mut segments = guard.segments.clone();
@@ -535,20 +563,24 @@ impl Index {
         self.merge_by_policy_locked()
     }
 
+    /// The id the next segment gets. The caller holds the writer lock, so
+    /// the committed value is the current one.
+    fn next_segment_id(&self) -> Result<u64, IndexError> {
+        let txn = self.catalog.begin_read()?;
+        let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+        meta_u64(&meta, "next_segment_id")
+    }
+
     /// Steps 2 and 3 of the flush protocol (FORMAT.md §8): temporary name,
     /// fsync, rename, directory fsync.
     fn write_segment_file(&self, segment_id: u64, bytes: &[u8]) -> Result<(), IndexError> {
         let name = segment_file_name(segment_id);
-        let path = self.dir.join(&name);
-        let tmp = self.dir.join(format!("{name}.tmp"));
-        {
-            let mut file = File::create(&tmp).map_err(IndexError::io(format!("creating {}", tmp.display())))?;
-            std::io::Write::write_all(&mut file, bytes)
-                .map_err(IndexError::io(format!("writing {}", tmp.display())))?;
-            file.sync_all().map_err(IndexError::io(format!("syncing {}", tmp.display())))?;
-        }
-        fs::rename(&tmp, &path).map_err(IndexError::io(format!("renaming {} into place", tmp.display())))?;
-        sync_dir(&self.dir)
+        let tmp = format!("{name}.tmp");
+        let storage = &*self.storage;
+        storage.write_new(&tmp, bytes).map_err(IndexError::io(format!("writing {tmp}")))?;
+        storage.sync(&tmp).map_err(IndexError::io(format!("syncing {tmp}")))?;
+        storage.rename(&tmp, &name).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
+        sync_dir(storage)
     }
 
     /// Merges every segment into one, dropping deleted documents (after
@@ -610,13 +642,10 @@ impl Index {
                 }
             }
         }
-        let txn = self.catalog.begin_write()?;
-        let new_id = {
-            let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
-            meta_u64(&meta, "next_segment_id")?
-        };
+        let new_id = self.next_segment_id()?;
         let moved: Vec<u64> = docs.iter().map(|d| d.id).collect();
-        let loaded = if docs.is_empty() {
+        // As in a flush, the file is complete before the transaction begins.
+        let written = if docs.is_empty() {
             None
         } else {
             let bytes = build_segment(new_id, self.config().minhash.bands, docs);
@@ -626,9 +655,16 @@ impl Index {
                 byte_len: bytes.len() as u64,
                 file_crc: crc32fast::hash(&bytes),
             };
-            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
-            manifest.insert(new_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
-            Some(Arc::new(open_segment(&self.dir, new_id)?))
+            Some((record, Arc::new(open_segment(&*self.storage, new_id)?)))
+        };
+        let txn = self.catalog.begin_write()?;
+        let loaded = match written {
+            Some((record, loaded)) => {
+                let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+                manifest.insert(new_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
+                Some(loaded)
+            }
+            None => None,
         };
         {
             let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
@@ -663,7 +699,7 @@ impl Index {
         // unlinked file lives on through its map); a removal that fails
         // leaves an unlisted file, removed at the next writable open.
         for id in ids {
-            let _ = fs::remove_file(self.dir.join(segment_file_name(*id)));
+            let _ = self.storage.remove(&segment_file_name(*id));
         }
         Ok(())
     }
@@ -673,7 +709,7 @@ impl Index {
     /// # Errors
     /// Catalog and I/O errors.
     pub fn stats(&self) -> Result<IndexStats, IndexError> {
-        self.searcher()?.stats(&self.dir)
+        self.searcher()?.stats(&*self.storage)
     }
 
     /// Checks every checksum and cross-checks the manifest, the catalog and
@@ -691,11 +727,12 @@ impl Index {
             let (id, raw) = row.map_err(redb_err("reading manifest"))?;
             let (id, record) = (id.value(), SegmentRecord::decode(raw.value(), id.value())?);
             let name = segment_file_name(id);
-            let bytes = fs::read(self.dir.join(&name)).map_err(IndexError::io(format!("reading {name}")))?;
-            if bytes.len() as u64 != record.byte_len || crc32fast::hash(&bytes) != record.file_crc {
+            let bytes = self.storage.map(&name).map_err(IndexError::io(format!("reading {name}")))?;
+            let bytes = bytes.as_ref();
+            if bytes.len() as u64 != record.byte_len || crc32fast::hash(bytes) != record.file_crc {
                 return Err(IndexError::corrupted(&name, "file", 0, "size or checksum differs from the manifest"));
             }
-            let segment = Segment::parse(bytes.as_slice(), &name)?;
+            let segment = Segment::parse(bytes, &name)?;
             segment.verify()?;
             if segment.id() != id || segment.doc_count() != record.doc_count {
                 return Err(IndexError::corrupted(
@@ -768,20 +805,19 @@ impl Index {
     }
 }
 
-fn open_segment(dir: &Path, id: u64) -> Result<LoadedSegment, IndexError> {
+fn open_segment(storage: &dyn Storage, id: u64) -> Result<LoadedSegment, IndexError> {
     let name = segment_file_name(id);
-    let file = File::open(dir.join(&name)).map_err(IndexError::io(format!("opening {name}")))?;
-    let bytes = mmap::map_segment(&file).map_err(IndexError::io(format!("mapping {name}")))?;
+    let bytes = storage.map(&name).map_err(IndexError::io(format!("opening {name}")))?;
     Ok(LoadedSegment { segment: Segment::parse(bytes, &name)? })
 }
 
-fn load_state(dir: &Path, txn: &redb::ReadTransaction) -> Result<State, IndexError> {
-    load_state_reusing(dir, txn, &State::default())
+fn load_state(storage: &dyn Storage, txn: &redb::ReadTransaction) -> Result<State, IndexError> {
+    load_state_reusing(storage, txn, &State::default())
 }
 
 /// Reads the published state from the catalog, keeping already-mapped
 /// segments that are still listed.
-fn load_state_reusing(dir: &Path, txn: &redb::ReadTransaction, old: &State) -> Result<State, IndexError> {
+fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &State) -> Result<State, IndexError> {
     let manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
     let mut segments = BTreeMap::new();
     for row in manifest.iter().map_err(redb_err("reading manifest"))? {
@@ -789,7 +825,7 @@ fn load_state_reusing(dir: &Path, txn: &redb::ReadTransaction, old: &State) -> R
         let id = id.value();
         let loaded = match old.segments.get(&id) {
             Some(s) => Arc::clone(s),
-            None => Arc::new(open_segment(dir, id)?),
+            None => Arc::new(open_segment(storage, id)?),
         };
         segments.insert(id, loaded);
     }
@@ -996,10 +1032,14 @@ impl Writer<'_> {
     /// index's flush threshold. Returns the number of pending documents
     /// after the commit (and any flush).
     ///
+    /// `Ok` means acknowledged: the changes are durable. The flush (and
+    /// merge) that may follow is maintenance: if it fails (a full disk, say)
+    /// the commit still stands, the documents stay pending, the next commit
+    /// tries again, and [`Index::maintenance_error`] tells what went wrong.
+    ///
     /// # Errors
-    /// Catalog and I/O errors. When the error comes from the commit itself,
-    /// nothing staged was acknowledged; when it comes from the flush that
-    /// follows, the commit stands and the documents stay pending.
+    /// Catalog and I/O errors ([`IndexError::DiskFull`] among them) of the
+    /// commit itself: nothing staged was acknowledged.
     pub fn commit(mut self) -> Result<usize, IndexError> {
         let txn = self.txn.take().ok_or(IndexError::ReadOnly)?;
         {
@@ -1026,8 +1066,10 @@ impl Writer<'_> {
             pending
         };
         if pending >= index.options.flush_threshold {
-            index.flush_locked()?;
-            return Ok(index.current().delta.len());
+            let flushed = index.flush_locked();
+            let pending = index.current().delta.len();
+            *index.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()) = flushed.err();
+            return Ok(pending);
         }
         Ok(pending)
     }
@@ -1161,10 +1203,10 @@ impl Searcher {
         self.len() == 0
     }
 
-    fn stats(&self, dir: &Path) -> Result<IndexStats, IndexError> {
+    fn stats(&self, storage: &dyn Storage) -> Result<IndexStats, IndexError> {
         let mut signatures = 0;
         self.for_each_live(|_, v| signatures += v.total())?;
-        let catalog_bytes = fs::metadata(dir.join(CATALOG_FILE)).map(|m| m.len()).unwrap_or(0);
+        let catalog_bytes = storage.len(CATALOG_FILE).unwrap_or(0);
         let segment_bytes: u64 = self.state.segments.values().map(|s| s.segment.byte_len() as u64).sum();
         Ok(IndexStats {
             documents: self.len(),

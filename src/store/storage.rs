@@ -1,0 +1,209 @@
+//! The storage seam: every byte an index reads or writes, catalog and
+//! segments alike, goes through one [`Storage`].
+//!
+//! - [`FsStorage`]: a directory on the real file system (segments are
+//!   memory-mapped; the catalog is a redb file shared with read-only
+//!   processes).
+//! - [`MemStorage`](super::MemStorage): files in memory, with the state a
+//!   power cut would leave (only what was fsynced, only renames whose
+//!   directory was fsynced) kept beside the current one.
+//! - [`FaultStorage`](super::FaultStorage): a `MemStorage` that fails,
+//!   tears or crashes at a chosen operation, or runs out of space.
+//!
+//! Names are plain file names inside the index (no directories).
+
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::error::IndexError;
+use super::mmap::{self, SegmentBytes};
+use super::LOCK_FILE;
+
+/// Where an index keeps its files.
+pub trait Storage: Debug + Send + Sync + 'static {
+    /// A human-readable location (the directory, or a label for memory).
+    fn location(&self) -> &Path;
+
+    /// Creates the location if it does not exist.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn prepare(&self) -> io::Result<()>;
+
+    /// Takes the single-writer lock; it is released when the guard drops.
+    ///
+    /// # Errors
+    /// [`IndexError::Locked`] when another writer holds it; I/O errors.
+    fn lock(&self) -> Result<Box<dyn Debug + Send + Sync>, IndexError>;
+
+    /// Whether a file exists.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn exists(&self, name: &str) -> io::Result<bool>;
+
+    /// The names of all files.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn list(&self) -> io::Result<Vec<String>>;
+
+    /// A file's length in bytes.
+    ///
+    /// # Errors
+    /// I/O errors (`NotFound` when it does not exist).
+    fn len(&self, name: &str) -> io::Result<u64>;
+
+    /// Creates (or truncates) a file and writes `bytes` into it. Nothing is
+    /// durable until [`Storage::sync`] and, for its name,
+    /// [`Storage::sync_dir`].
+    ///
+    /// # Errors
+    /// I/O errors; a failed write may leave a prefix written.
+    fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<()>;
+
+    /// Makes a file's contents durable.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn sync(&self, name: &str) -> io::Result<()>;
+
+    /// Renames `from` to `to`, replacing `to`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+
+    /// Makes creations, renames and removals durable.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn sync_dir(&self) -> io::Result<()>;
+
+    /// Removes a file.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn remove(&self, name: &str) -> io::Result<()>;
+
+    /// A whole file for reading (memory-mapped where the storage can).
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn map(&self, name: &str) -> io::Result<SegmentBytes>;
+
+    /// Opens (or, with `create`, creates) the catalog database.
+    ///
+    /// # Errors
+    /// redb's errors, I/O among them.
+    fn open_catalog(&self, name: &str, create: bool) -> Result<redb::Database, redb::DatabaseError>;
+
+    /// Opens the catalog database read-only, beside a writer if there is one.
+    ///
+    /// # Errors
+    /// redb's errors, I/O among them.
+    fn open_catalog_read_only(&self, name: &str) -> Result<redb::ReadOnlyDatabase, redb::DatabaseError>;
+}
+
+/// An index directory on the real file system.
+#[derive(Debug, Clone)]
+pub struct FsStorage {
+    dir: PathBuf,
+}
+
+impl FsStorage {
+    /// Storage in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        FsStorage { dir: dir.into() }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn builder() -> redb::Builder {
+        let mut builder = redb::Builder::new();
+        builder.set_concurrency_mode(redb::ConcurrencyMode::SingleWriter);
+        builder
+    }
+}
+
+impl Storage for FsStorage {
+    fn location(&self) -> &Path {
+        &self.dir
+    }
+
+    fn prepare(&self) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)
+    }
+
+    fn lock(&self) -> Result<Box<dyn Debug + Send + Sync>, IndexError> {
+        let path = self.path(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(IndexError::io(format!("opening {}", path.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(file)),
+            Err(fs::TryLockError::WouldBlock) => Err(IndexError::Locked { path: self.dir.clone() }),
+            Err(fs::TryLockError::Error(e)) => Err(IndexError::io(format!("locking {}", path.display()))(e)),
+        }
+    }
+
+    fn exists(&self, name: &str) -> io::Result<bool> {
+        self.path(name).try_exists()
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    fn len(&self, name: &str) -> io::Result<u64> {
+        Ok(fs::metadata(self.path(name))?.len())
+    }
+
+    fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        io::Write::write_all(&mut File::create(self.path(name))?, bytes)
+    }
+
+    fn sync(&self, name: &str) -> io::Result<()> {
+        // fsync flushes the inode, whichever descriptor asks.
+        File::open(self.path(name))?.sync_all()
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        fs::rename(self.path(from), self.path(to))
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.dir)?.sync_all()
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        fs::remove_file(self.path(name))
+    }
+
+    fn map(&self, name: &str) -> io::Result<SegmentBytes> {
+        mmap::map_segment(&File::open(self.path(name))?)
+    }
+
+    fn open_catalog(&self, name: &str, create: bool) -> Result<redb::Database, redb::DatabaseError> {
+        if create {
+            Self::builder().create(self.path(name))
+        } else {
+            Self::builder().open(self.path(name))
+        }
+    }
+
+    fn open_catalog_read_only(&self, name: &str) -> Result<redb::ReadOnlyDatabase, redb::DatabaseError> {
+        Self::builder().open_read_only(self.path(name))
+    }
+}

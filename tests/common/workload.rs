@@ -1,0 +1,276 @@
+//! A reference workload over any storage, the model it must match, and the
+//! checks run after a crash or an I/O failure: the index reopens,
+//! `verify()` passes, it holds exactly the last acknowledged state (or,
+//! when a commit was under way, exactly the state that commit would have
+//! made), and exact queries equal the brute-force oracle's.
+//!
+//! Shared by `tests/faults.rs` and the `ops` fuzz target.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use neardex::oracle;
+use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata, Storage};
+use neardex::{SignatureConfig, Signer, Similarity, Threshold};
+
+/// Live documents: key -> (text, metadata).
+pub type Model = BTreeMap<String, (String, Metadata)>;
+
+const ARTICLES: [&str; 4] = [
+    "The city council voted on Tuesday to approve a plan for a new central library, ending a debate that had \
+     lasted more than three years. The building will replace the old branch, which was closed after the flood.",
+    "A small company in the north has built a battery that can be charged in a few minutes and is said to last \
+     for the whole life of the car. It will be tested by a taxi firm in the spring.",
+    "Scientists have found that the birds which spend the winter in the south are returning earlier than they \
+     did in the past, and they say that the warmer weather is the most likely reason for the change.",
+    "The team won its third game in a row on Sunday, and the coach said that the players were at their best \
+     when the crowd was behind them. The next match is at home against the league leaders.",
+];
+
+const EDITS: [&str; 8] = ["new", "large", "quiet", "local", "famous", "early", "last", "modern"];
+
+/// A document text: article `t % 4`, with the word edits `t / 4` selects,
+/// so texts of one article are near-duplicates of each other.
+pub fn text(t: u8) -> String {
+    let mut words: Vec<String> = ARTICLES[usize::from(t % 4)].split(' ').map(str::to_owned).collect();
+    let edits = usize::from(t / 4);
+    for e in 0..edits.min(6) {
+        let at = (e * 7 + edits * 3) % words.len();
+        words[at] = EDITS[(e + edits) % EDITS.len()].to_owned();
+    }
+    words.join(" ")
+}
+
+/// Metadata derived from the key and text number.
+pub fn meta(key: &str, t: u8) -> Metadata {
+    Metadata { url: Some(format!("http://example.com/{key}")), user: vec![t], ..Metadata::default() }
+}
+
+/// One step of a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Insert key `k` with text `t` (skipped when `k` is live).
+    Insert(u8, u8),
+    /// Replace (or insert) key `k` with text `t`.
+    Replace(u8, u8),
+    /// Delete key `k`.
+    Delete(u8),
+    /// Commit the staged batch.
+    Commit,
+    /// Drop the staged batch.
+    Abort,
+    /// Flush pending documents to a segment.
+    Flush,
+    /// Merge every segment.
+    Optimize,
+    /// Close and reopen the index.
+    Reopen,
+}
+
+/// The reference workload of the crash sweep: 8 batches of inserts,
+/// replaces and deletes with flushes (threshold 5), an aborted batch, an
+/// explicit flush, a merge and a reopen.
+pub fn reference_steps() -> Vec<Step> {
+    let mut steps = Vec::new();
+    for b in 0u8..8 {
+        for i in 0..3 {
+            let k = 3 * b + i;
+            steps.push(Step::Insert(k, k.wrapping_mul(5) % 32));
+        }
+        if b >= 2 {
+            steps.push(Step::Delete(3 * (b - 2)));
+            steps.push(Step::Replace(3 * (b - 1) + 1, b + 40));
+        }
+        if b == 4 {
+            steps.push(Step::Abort);
+            steps.push(Step::Insert(99, 1));
+        }
+        steps.push(Step::Commit);
+        match b {
+            3 => steps.push(Step::Flush),
+            5 => steps.push(Step::Reopen),
+            6 => steps.push(Step::Optimize),
+            _ => {}
+        }
+    }
+    steps
+}
+
+/// Options of the workload's index: small flushes, so segments appear.
+pub fn options() -> IndexOptions {
+    IndexOptions { flush_threshold: 5 }
+}
+
+/// What a run acknowledged.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    /// The state after the last acknowledged commit.
+    pub acked: Model,
+    /// When a commit failed: the state it would have made (the commit may
+    /// or may not have landed).
+    pub in_flight: Option<Model>,
+    /// The first error, if the run stopped on one.
+    pub error: Option<String>,
+    /// Whether the index exists (its creation returned).
+    pub created: bool,
+}
+
+/// How a run gets its index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Create it.
+    Create,
+    /// Open it.
+    Open,
+    /// Open it, or create it if it does not open (after a crash during
+    /// creation, which acknowledged nothing).
+    Recover,
+}
+
+/// Runs `steps` against the index in `storage`, starting from the
+/// acknowledged state `start`. Stops at the first error.
+pub fn run(storage: Arc<dyn Storage>, how: Start, start: Model, steps: &[Step]) -> Outcome {
+    let mut out = Outcome { acked: start, ..Outcome::default() };
+    if let Err(e) = run_inner(&storage, how, steps, &mut out) {
+        out.error = Some(e.to_string());
+    }
+    out
+}
+
+fn open(storage: &Arc<dyn Storage>) -> Result<Index, IndexError> {
+    Index::open_in(Arc::clone(storage), options())
+}
+
+fn create(storage: &Arc<dyn Storage>) -> Result<Index, IndexError> {
+    Index::create_in(Arc::clone(storage), SignatureConfig::default(), options())
+}
+
+fn run_inner(storage: &Arc<dyn Storage>, how: Start, steps: &[Step], out: &mut Outcome) -> Result<(), IndexError> {
+    let mut index = match how {
+        Start::Create => create(storage)?,
+        Start::Open => open(storage)?,
+        Start::Recover => match open(storage) {
+            Ok(index) => index,
+            Err(_) if out.acked.is_empty() => create(storage)?,
+            Err(e) => return Err(e),
+        },
+    };
+    out.created = true;
+    let mut staged: Vec<Step> = Vec::new();
+    for &step in steps {
+        match step {
+            Step::Insert(..) | Step::Replace(..) | Step::Delete(..) => staged.push(step),
+            Step::Abort => {
+                let mut w = index.writer()?;
+                apply(&mut w, &staged, &mut out.acked.clone())?;
+                drop(w);
+                staged.clear();
+            }
+            Step::Commit => {
+                let mut next = out.acked.clone();
+                let mut w = index.writer()?;
+                apply(&mut w, &staged, &mut next)?;
+                staged.clear();
+                out.in_flight = Some(next.clone());
+                w.commit()?;
+                out.acked = next;
+                out.in_flight = None;
+            }
+            Step::Flush => index.flush()?,
+            Step::Optimize => index.optimize()?,
+            Step::Reopen => {
+                drop(index);
+                index = open(storage)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stages `steps` in `w` and applies them to `model`.
+fn apply(w: &mut neardex::store::Writer<'_>, steps: &[Step], model: &mut Model) -> Result<(), IndexError> {
+    for &step in steps {
+        match step {
+            Step::Insert(k, t) => {
+                let key = format!("k{k}");
+                if !model.contains_key(&key) {
+                    let body = text(t);
+                    w.insert(&key, Document::Text(&body), meta(&key, t))?;
+                    model.insert(key.clone(), (body, meta(&key, t)));
+                }
+            }
+            Step::Replace(k, t) => {
+                let key = format!("k{k}");
+                let body = text(t);
+                w.replace(&key, Document::Text(&body), meta(&key, t))?;
+                model.insert(key.clone(), (body, meta(&key, t)));
+            }
+            Step::Delete(k) => {
+                let key = format!("k{k}");
+                w.delete(&key)?;
+                model.remove(&key);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Reopens the index in `storage` and checks it against `outcome`: it
+/// opens, verifies, holds `acked` or (only when a commit was under way)
+/// `in_flight` exactly, and answers exact queries as the oracle does over
+/// that state. Returns the state found.
+pub fn check_recovered(storage: Arc<dyn Storage>, outcome: &Outcome) -> Result<Model, String> {
+    let index = match open(&storage) {
+        Ok(index) => index,
+        // A crash before creation returned: creating again must work.
+        Err(_) if !outcome.created => {
+            create(&storage).map_err(|e| format!("neither reopen nor create works after a crash during create: {e}"))?
+        }
+        Err(e) => return Err(format!("reopen failed: {e}")),
+    };
+    index.verify().map_err(|e| format!("verify failed: {e}"))?;
+    let searcher = index.searcher().map_err(|e| e.to_string())?;
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    let mut found: BTreeMap<String, (u64, neardex::SignatureVector, Metadata)> = BTreeMap::new();
+    let mut ids = Vec::new();
+    searcher.for_each_live(|id, _| ids.push(id)).map_err(|e| e.to_string())?;
+    for id in ids {
+        let doc = searcher.get_by_id(id).map_err(|e| e.to_string())?.ok_or("live id without a document")?;
+        found.insert(doc.key.clone(), (id, doc.vector, doc.metadata));
+    }
+    let matches = |model: &Model| {
+        model.len() == found.len()
+            && model.iter().all(|(k, (body, m))| {
+                found.get(k).is_some_and(|(_, v, fm)| fm == m && *v == signer.sign_text(body).vector)
+            })
+    };
+    let state = if matches(&outcome.acked) {
+        outcome.acked.clone()
+    } else if let Some(next) = outcome.in_flight.as_ref().filter(|n| matches(n)) {
+        next.clone()
+    } else {
+        let keys: Vec<&String> = found.keys().collect();
+        return Err(format!(
+            "recovered {} documents {keys:?}; acknowledged {:?}, in flight {:?}",
+            found.len(),
+            outcome.acked.keys().collect::<Vec<_>>(),
+            outcome.in_flight.as_ref().map(|m| m.keys().collect::<Vec<_>>())
+        ));
+    };
+    // Exact queries over the recovered state against the oracle.
+    let docs: Vec<(u64, neardex::SignatureVector)> = found.values().map(|(id, v, _)| (*id, v.clone())).collect();
+    for t in [0u8, 1, 6, 13, 40] {
+        let q = signer.sign_text(&text(t)).vector;
+        for tau in [0.3, 0.6, 0.9, 1.0] {
+            let tau = Threshold::new(tau).unwrap();
+            let got = searcher.query(&q, tau).map_err(|e| format!("query failed: {e}"))?;
+            let want = oracle::query(docs.iter().map(|(id, v)| (*id, v)), &q, Similarity::MultisetJaccard, tau);
+            if got != want {
+                return Err(format!("query {t} at {tau:?}: index {got:?}, oracle {want:?}"));
+            }
+        }
+    }
+    Ok(state)
+}

@@ -1,0 +1,198 @@
+//! Fault injection through the storage seam: a crash at every mutating I/O
+//! operation of a reference workload (process exit, power loss, torn
+//! write), a second crash during recovery, an I/O error and a short write
+//! at every operation, and a full disk. After each, the index must reopen,
+//! verify, hold exactly what was acknowledged and answer exact queries as
+//! the oracle does.
+//!
+//! `NEARDEX_SWEEP_STRIDE=N` checks every Nth recovery crash point only
+//! (default 1: all of them).
+
+#[path = "common/workload.rs"]
+mod workload;
+
+use std::sync::Arc;
+
+use neardex::store::{CrashMode, Fault, FaultStorage, FsStorage, Index, IndexError, IndexOptions, MemStorage, Storage};
+use workload::{check_recovered, reference_steps, run, Model, Outcome, Start, Step};
+
+fn faulty(fault: Fault) -> (FaultStorage, Arc<dyn Storage>) {
+    let storage = FaultStorage::new(MemStorage::new(), fault);
+    let dyn_storage: Arc<dyn Storage> = Arc::new(storage.clone());
+    (storage, dyn_storage)
+}
+
+/// Mutating and all operations of the clean reference run.
+fn reference_counts() -> (u64, u64) {
+    let (storage, dyn_storage) = faulty(Fault::None);
+    let outcome = run(dyn_storage, Start::Create, Model::new(), &reference_steps());
+    assert_eq!(outcome.error, None);
+    let (ops, mutations) = storage.counts();
+    (ops, mutations)
+}
+
+#[test]
+fn the_reference_workload_gives_the_same_index_on_every_storage() {
+    let steps = reference_steps();
+    let mem = MemStorage::new();
+    let outcome = run(Arc::new(mem.clone()), Start::Create, Model::new(), &steps);
+    assert_eq!(outcome.error, None);
+    assert!(outcome.acked.len() > 10, "the workload keeps documents: {}", outcome.acked.len());
+    check_recovered(Arc::new(mem), &outcome).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn Storage> = Arc::new(FsStorage::new(dir.path()));
+    let on_disk = run(Arc::clone(&fs), Start::Create, Model::new(), &steps);
+    assert_eq!(on_disk.acked, outcome.acked);
+    check_recovered(fs, &on_disk).unwrap();
+    let index = Index::open(dir.path()).unwrap();
+    let stats = index.stats().unwrap();
+    assert!(stats.segments >= 1 && stats.pending >= 1, "segments and a delta: {stats:?}");
+}
+
+/// Recovery after a crash: reopen, verify, continue with one more batch and
+/// a flush. Returns the outcome of that continuation.
+fn recover_and_continue(storage: Arc<dyn Storage>, state: Model) -> Outcome {
+    let more = [Step::Insert(60, 3), Step::Delete(1), Step::Replace(7, 9), Step::Commit, Step::Flush];
+    run(storage, Start::Recover, state, &more)
+}
+
+/// Crashes at every mutating operation in `mode`, each followed by a
+/// second crash during recovery; returns (crash points, of which the
+/// interrupted commit landed, second crashes).
+fn sweep(mode: CrashMode, mutations: u64, stride: u64) -> (u64, u64, u64) {
+    let steps = reference_steps();
+    let (mut first, mut landed, mut second) = (0, 0, 0);
+    for n in 0..mutations {
+        let (storage, dyn_storage) = faulty(Fault::Crash(n, mode));
+        let outcome = run(dyn_storage, Start::Create, Model::new(), &steps);
+        let image = storage.crash_image().unwrap_or_else(|| panic!("crash {n} {mode:?} never happened"));
+        let state = check_recovered(Arc::new(image.deep_copy()), &outcome)
+            .unwrap_or_else(|e| panic!("crash before mutating operation {n} ({mode:?}): {e}"));
+        first += 1;
+        landed += u64::from(outcome.in_flight.as_ref() == Some(&state));
+        // A second crash, during recovery and the work that follows it.
+        let counting = FaultStorage::new(image.deep_copy(), Fault::None);
+        let cont = recover_and_continue(Arc::new(counting.clone()), state.clone());
+        assert_eq!(cont.error, None, "recovery after crash {n} ({mode:?}) fails");
+        let (_, recovery_mutations) = counting.counts();
+        for m in (0..recovery_mutations).filter(|m| (m + n) % stride == 0) {
+            let mode2 = CrashMode::ALL[((n + m) % 3) as usize];
+            let again = FaultStorage::new(image.deep_copy(), Fault::Crash(m, mode2));
+            let outcome2 = recover_and_continue(Arc::new(again.clone()), state.clone());
+            let image2 = again.crash_image().expect("second crash happened");
+            check_recovered(Arc::new(image2), &outcome2)
+                .unwrap_or_else(|e| panic!("crash {n} ({mode:?}), then crash {m} ({mode2:?}) during recovery: {e}"));
+            second += 1;
+        }
+    }
+    (first, landed, second)
+}
+
+#[test]
+fn crash_at_every_io_operation_loses_nothing_acknowledged() {
+    let stride: u64 = std::env::var("NEARDEX_SWEEP_STRIDE").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let (_, mutations) = reference_counts();
+    assert!(mutations > 50, "the workload does real I/O: {mutations} mutating operations");
+    let results: Vec<(u64, u64, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            CrashMode::ALL.into_iter().map(|mode| scope.spawn(move || sweep(mode, mutations, stride))).collect();
+        handles.into_iter().map(|h| h.join().expect("sweep thread")).collect()
+    });
+    let first: u64 = results.iter().map(|r| r.0).sum();
+    let landed: u64 = results.iter().map(|r| r.1).sum();
+    let second: u64 = results.iter().map(|r| r.2).sum();
+    eprintln!(
+        "crash sweep: {mutations} mutating operations × 3 modes = {first} crash points \
+         ({landed} with the interrupted commit landed), {second} second crashes during recovery"
+    );
+    assert_eq!(first, 3 * mutations);
+    assert!(landed > 0 && landed < first, "both sides of the commit point are exercised");
+}
+
+#[test]
+fn an_io_error_or_short_write_at_any_operation_is_typed_and_loses_nothing() {
+    let (ops, _) = reference_counts();
+    let steps = reference_steps();
+    let (mut failed, mut short) = (0u64, 0u64);
+    for n in 0..ops {
+        for fault in [Fault::Fail(n), Fault::ShortWrite(n)] {
+            let (storage, dyn_storage) = faulty(fault);
+            let outcome = run(dyn_storage, Start::Create, Model::new(), &steps);
+            if !storage.triggered() {
+                continue; // a short write at an operation that is not a write
+            }
+            // The process lives on: it dropped the index and opens it again.
+            check_recovered(Arc::new(storage.inner().deep_copy()), &outcome)
+                .unwrap_or_else(|e| panic!("{fault:?} ({:?}): {e}", outcome.error));
+            match fault {
+                Fault::Fail(_) => failed += 1,
+                _ => short += 1,
+            }
+        }
+    }
+    eprintln!("I/O errors injected at {failed} of {ops} operations, short writes at {short} writes");
+    assert_eq!(failed, ops);
+    assert!(short > 20, "short writes were injected: {short}");
+}
+
+#[test]
+fn a_full_disk_is_a_typed_error_and_ingest_resumes_when_space_returns() {
+    // Flushes every 5 documents: the disk may fill during a flush.
+    fill_the_disk(IndexOptions { flush_threshold: 5 }, false);
+    // No flushes: the disk fills during a commit.
+    fill_the_disk(IndexOptions { flush_threshold: usize::MAX }, true);
+}
+
+fn fill_the_disk(options: IndexOptions, commit_fails: bool) {
+    let mem = MemStorage::new();
+    let storage = FaultStorage::new(mem.clone(), Fault::None);
+    let dyn_storage: Arc<dyn Storage> = Arc::new(storage.clone());
+    let index = Index::create_in(Arc::clone(&dyn_storage), neardex::SignatureConfig::default(), options).unwrap();
+    storage.set_fault(Fault::Capacity(mem.total_len() + 3 * 1024 * 1024));
+    let mut acked = Vec::new();
+    let err = loop {
+        let n = acked.len();
+        let mut w = match index.writer() {
+            Ok(w) => w,
+            Err(e) => break e,
+        };
+        let key = format!("doc{n}");
+        let body = format!("{} number {n}", workload::text((n % 200) as u8));
+        if let Err(e) = w.insert(&key, neardex::store::Document::Text(&body), Default::default()) {
+            break e;
+        }
+        match w.commit() {
+            Ok(_) => acked.push(key),
+            Err(e) => break e,
+        }
+        assert!(n < 100_000, "the disk never filled");
+    };
+    // The commit that fills the disk fails with DiskFull; or the flush after
+    // a commit does (the commit stands) and the catalog then asks to be
+    // reopened.
+    match &err {
+        IndexError::DiskFull { .. } => {}
+        IndexError::ReopenRequired { .. } if !commit_fails => {
+            let flush = index.maintenance_error().expect("the failed flush is reported");
+            assert!(flush.contains("disk full"), "{flush}");
+        }
+        other => panic!("untyped: {other}"),
+    }
+    assert!(acked.len() > 10, "ingest ran before the disk filled: {}", acked.len());
+    drop(index);
+    // Still full: the index opens and holds everything acknowledged.
+    let index = Index::open_in(Arc::clone(&dyn_storage), options).unwrap();
+    let searcher = index.searcher().unwrap();
+    for key in &acked {
+        assert!(searcher.get(key).unwrap().is_some(), "{key} lost");
+    }
+    drop((searcher, index));
+    // Space returns: ingest resumes.
+    storage.set_fault(Fault::None);
+    let index = Index::open_in(dyn_storage, options).unwrap();
+    let mut w = index.writer().unwrap();
+    w.insert("after", neardex::store::Document::Text(&workload::text(3)), Default::default()).unwrap();
+    w.commit().unwrap();
+    index.verify().unwrap();
+    assert_eq!(index.searcher().unwrap().len(), acked.len() as u64 + 1);
+}
