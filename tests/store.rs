@@ -303,7 +303,7 @@ proptest! {
             match op {
                 Op::Insert(..) | Op::Replace(..) | Op::Delete(..) => {
                     writer_open = true;
-                    batch.push(op.clone());
+                    batch.push(op);
                     match op {
                         Op::Insert(k, t) => {
                             staged.entry(format!("k{k}")).or_insert((text(t), Metadata { url: Some(format!("u{t}")), ..Metadata::default() }));
