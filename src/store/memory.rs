@@ -209,6 +209,7 @@ impl MemStorage {
     fn builder() -> redb::Builder {
         let mut builder = redb::Builder::new();
         builder.set_concurrency_mode(redb::ConcurrencyMode::ExclusiveWriter);
+        builder.set_check_integrity_on_open(true);
         builder
     }
 }
@@ -397,6 +398,8 @@ struct FaultState {
     mutations: u64,
     crashed: Option<MemStorage>,
     triggered: bool,
+    /// (file, offset, length) of every successful read.
+    reads: Vec<(String, u64, u64)>,
 }
 
 /// A [`MemStorage`] with a [`Fault`] injected at one operation. Every
@@ -427,7 +430,7 @@ enum Verdict {
 impl FaultStorage {
     /// Wraps `inner` with `fault`.
     pub fn new(inner: MemStorage, fault: Fault) -> Self {
-        let state = FaultState { fault, ops: 0, mutations: 0, crashed: None, triggered: false };
+        let state = FaultState { fault, ops: 0, mutations: 0, crashed: None, triggered: false, reads: Vec::new() };
         FaultStorage { inner, state: Arc::new(Mutex::new(state)) }
     }
 
@@ -444,6 +447,31 @@ impl FaultStorage {
     /// Whether the fault has happened.
     pub fn triggered(&self) -> bool {
         self.state().triggered
+    }
+
+    /// The byte ranges of `name` read so far, merged and sorted: a flip of
+    /// a byte outside them cannot change what the reader did.
+    pub fn read_ranges(&self, name: &str) -> Vec<std::ops::Range<u64>> {
+        let mut ranges: Vec<std::ops::Range<u64>> = self
+            .state()
+            .reads
+            .iter()
+            .filter(|(n, _, len)| n == name && *len > 0)
+            .map(|(_, offset, len)| *offset..offset + len)
+            .collect();
+        ranges.sort_unstable_by_key(|r| r.start);
+        let mut merged: Vec<std::ops::Range<u64>> = Vec::new();
+        for r in ranges {
+            match merged.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        merged
+    }
+
+    fn record_read(&self, name: &str, offset: u64, len: u64) {
+        self.state().reads.push((name.to_owned(), offset, len));
     }
 
     /// The storage a [`Fault::Crash`] left, once it happened.
@@ -579,7 +607,9 @@ impl Storage for FaultStorage {
 
     fn map(&self, name: &str) -> io::Result<SegmentBytes> {
         self.check(Op::Read)?;
-        self.inner.map(name)
+        let bytes = self.inner.map(name)?;
+        self.record_read(name, 0, bytes.as_ref().len() as u64);
+        Ok(bytes)
     }
 
     fn open_catalog(&self, name: &str, create: bool) -> Result<redb::Database, redb::DatabaseError> {
@@ -614,7 +644,9 @@ impl redb::StorageBackend for FaultBackend {
 
     fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
         self.storage.check(Op::Read)?;
-        self.inner.read(offset, out)
+        self.inner.read(offset, out)?;
+        self.storage.record_read(&self.name, offset, out.len() as u64);
+        Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {

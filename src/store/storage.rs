@@ -126,6 +126,7 @@ impl FsStorage {
     fn builder() -> redb::Builder {
         let mut builder = redb::Builder::new();
         builder.set_concurrency_mode(redb::ConcurrencyMode::SingleWriter);
+        builder.set_check_integrity_on_open(true);
         builder
     }
 }
