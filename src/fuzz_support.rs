@@ -63,3 +63,29 @@ pub fn warc_parse(data: &[u8]) {
         }
     }
 }
+
+/// Arbitrary bytes as a JSON Lines file (key field `id`, text field
+/// `text`): every line is a record or a problem with its line number, in
+/// order; a record written back as JSON reads back the same; its text
+/// signs. Nothing panics.
+#[cfg(feature = "jsonl")]
+pub fn jsonl_parse(data: &[u8]) {
+    let signer = Signer::new(SignatureConfig::default()).expect("the default configuration is valid");
+    let mut last = 0;
+    for item in crate::jsonl::read_jsonl(data, "id", "text") {
+        let line = match &item {
+            Ok(record) => record.line,
+            Err(problem) => problem.line,
+        };
+        assert!(line > last, "line numbers out of order");
+        last = line;
+        if let Ok(record) = item {
+            let again = serde_json::json!({ "id": record.key, "text": record.text, "url": record.url }).to_string();
+            let back: Vec<_> = crate::jsonl::read_jsonl(again.as_bytes(), "id", "text").collect();
+            assert_eq!(back.len(), 1);
+            let back = back[0].as_ref().expect("a written record reads back");
+            assert_eq!((&back.key, &back.text, &back.url), (&record.key, &record.text, &record.url));
+            let _ = signer.sign_text(&record.text);
+        }
+    }
+}

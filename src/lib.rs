@@ -30,6 +30,8 @@
 pub mod config;
 pub mod error;
 pub mod hash;
+#[cfg(feature = "jsonl")]
+pub mod jsonl;
 pub mod oracle;
 pub mod shingles;
 pub mod signer;

@@ -4,6 +4,9 @@
 
 use std::path::Path;
 
+#[path = "common/workload.rs"]
+mod workload;
+
 fn replay(target: &str, body: fn(&[u8])) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
     let mut count = 0;
@@ -50,4 +53,14 @@ fn segment_open_corpus() {
 #[test]
 fn warc_parse_corpus() {
     replay("warc_parse", neardex::fuzz_support::warc_parse);
+}
+
+#[test]
+fn jsonl_parse_corpus() {
+    replay("jsonl_parse", neardex::fuzz_support::jsonl_parse);
+}
+
+#[test]
+fn ops_corpus() {
+    replay("ops", workload::fuzz_ops);
 }

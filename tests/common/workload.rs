@@ -4,14 +4,17 @@
 //! when a commit was under way, exactly the state that commit would have
 //! made), and exact queries equal the brute-force oracle's.
 //!
-//! Shared by `tests/faults.rs` and the `ops` fuzz target.
+//! Shared by `tests/faults.rs`, `tests/store.rs`, the `ops` fuzz target
+//! and its corpus replay (`tests/fuzz_corpus.rs`).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use neardex::oracle;
-use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata, Storage};
+use neardex::store::{
+    CrashMode, Document, Fault, FaultStorage, Index, IndexError, IndexOptions, MemStorage, Metadata, Storage,
+};
 use neardex::{SignatureConfig, Signer, Similarity, Threshold};
 
 /// Live documents: key -> (text, metadata).
@@ -273,4 +276,48 @@ pub fn check_recovered(storage: Arc<dyn Storage>, outcome: &Outcome) -> Result<M
         }
     }
     Ok(state)
+}
+
+/// Decodes two bytes into a step (keys 0..12, texts 0..48).
+fn decode_step(op: u8, arg: u8) -> Step {
+    let (k, t) = (arg % 12, arg / 12 % 48);
+    match op % 16 {
+        0..=5 => Step::Insert(k, t),
+        6 | 7 => Step::Replace(k, t),
+        8 | 9 => Step::Delete(k),
+        10 | 11 => Step::Commit,
+        12 => Step::Abort,
+        13 => Step::Flush,
+        14 => Step::Optimize,
+        _ => Step::Reopen,
+    }
+}
+
+/// The body of the `ops` fuzz target. Bytes 0-1: the mutating operation
+/// to crash before (0xFFFF: none); byte 2: the crash mode; then pairs of
+/// bytes, each a step. Runs the steps on a `FaultStorage` and checks the
+/// index against the model: after a crash with [`check_recovered`],
+/// otherwise it must hold exactly the acknowledged state. Panics on any
+/// difference (a fuzz finding).
+pub fn fuzz_ops(data: &[u8]) {
+    let [c0, c1, mode, rest @ ..] = data else { return };
+    let crash_at = u64::from(u16::from_le_bytes([*c0, *c1]));
+    let mode = CrashMode::ALL[usize::from(*mode % 3)];
+    let steps: Vec<Step> = rest.chunks_exact(2).take(64).map(|p| decode_step(p[0], p[1])).collect();
+    let fault = if crash_at == 0xFFFF { Fault::None } else { Fault::Crash(crash_at, mode) };
+    let storage = FaultStorage::new(MemStorage::new(), fault);
+    let outcome = run(Arc::new(storage.clone()), Start::Create, Model::new(), &steps);
+    match storage.crash_image() {
+        Some(image) => {
+            if let Err(e) = check_recovered(Arc::new(image), &outcome) {
+                panic!("after a crash at {crash_at} ({mode:?}) in {steps:?}: {e}");
+            }
+        }
+        None => {
+            assert_eq!(outcome.error, None, "no fault, yet an error in {steps:?}");
+            let found = check_recovered(Arc::new(storage.inner().deep_copy()), &outcome)
+                .unwrap_or_else(|e| panic!("{steps:?}: {e}"));
+            assert_eq!(found, outcome.acked);
+        }
+    }
 }

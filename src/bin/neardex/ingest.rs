@@ -207,31 +207,14 @@ fn ingest_jsonl(
     batch: &mut Batch<'_>,
     summary: &mut Summary,
 ) -> Result<(), String> {
-    for (n, line) in String::from_utf8_lossy(bytes).lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+    for record in neardex::jsonl::read_jsonl(bytes, &options.key_field, &options.text_field) {
+        match record {
+            Ok(record) => {
+                let metadata = Metadata { url: record.url, ..Metadata::default() };
+                batch.add(&record.key, &signer.sign_text(&record.text), metadata, summary)?;
+            }
+            Err(problem) => summary.skipped.push(format!("{name}:{}: {}", problem.line, problem.reason)),
         }
-        let value: serde_json::Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => {
-                summary.skipped.push(format!("{name}:{}: not JSON ({e})", n + 1));
-                continue;
-            }
-        };
-        let key = match &value[&options.key_field] {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Number(x) => x.to_string(),
-            _ => {
-                summary.skipped.push(format!("{name}:{}: no {:?} field to use as key", n + 1, options.key_field));
-                continue;
-            }
-        };
-        let Some(text) = value[&options.text_field].as_str() else {
-            summary.skipped.push(format!("{name}:{}: no {:?} text field", n + 1, options.text_field));
-            continue;
-        };
-        let metadata = Metadata { url: value["url"].as_str().map(str::to_owned), ..Metadata::default() };
-        batch.add(&key, &signer.sign_text(text), metadata, summary)?;
     }
     Ok(())
 }
