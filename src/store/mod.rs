@@ -146,6 +146,11 @@ struct State {
     segments: BTreeMap<u64, Arc<LoadedSegment>>,
     delta: Arc<BTreeMap<u64, Arc<DeltaDoc>>>,
     deleted: Arc<BTreeSet<u64>>,
+    /// For a read-only index: the catalog snapshot this state was loaded
+    /// from. Another process's writer may commit at any time, so searchers
+    /// share this one rather than beginning a newer one that would not
+    /// match the state.
+    pinned: Option<Arc<redb::ReadTransaction>>,
 }
 
 enum Catalog {
@@ -394,9 +399,8 @@ impl Index {
             config_bytes.ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "meta", 0, "configuration missing"))?;
         let config = SignatureConfig::decode(&config_bytes).map_err(IndexError::ConfigDecode)?;
         let signer = Signer::new(config)?;
-        drop(meta);
-        let state = load_state(&*storage, &txn)?;
-        drop(txn);
+        drop((meta, txn));
+        let state = load_latest(&catalog, &*storage, &State::default())?;
         Ok(Index {
             storage,
             catalog,
@@ -475,9 +479,13 @@ impl Index {
     /// Catalog errors.
     pub fn searcher(&self) -> Result<Searcher, IndexError> {
         // Holding the state lock while beginning the read transaction pairs
-        // them: commits publish both under the write lock.
+        // them: commits publish both under the write lock. A read-only
+        // index uses the transaction its state was loaded from.
         let guard = self.state.read().unwrap_or_else(|p| p.into_inner());
-        let txn = self.catalog.begin_read()?;
+        let txn = match &guard.pinned {
+            Some(txn) => Arc::clone(txn),
+            None => Arc::new(self.catalog.begin_read()?),
+        };
         Ok(Searcher { state: Arc::clone(&guard), txn, signer: Arc::clone(&self.signer) })
     }
 
@@ -488,8 +496,7 @@ impl Index {
     /// Catalog errors, [`IndexError::Corrupted`] for damaged segments.
     pub fn reload(&self) -> Result<(), IndexError> {
         let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
-        let txn = self.catalog.begin_read()?;
-        let fresh = load_state_reusing(&*self.storage, &txn, &guard)?;
+        let fresh = load_latest(&self.catalog, &*self.storage, &guard)?;
         *guard = Arc::new(fresh);
         Ok(())
     }
@@ -558,7 +565,8 @@ impl Index {
             .filter(|(id, _)| !state.delta.contains_key(id))
             .map(|(k, v)| (*k, Arc::clone(v)))
             .collect();
-        *guard = Arc::new(State { segments, delta: Arc::new(delta), deleted: Arc::clone(&guard.deleted) });
+        *guard =
+            Arc::new(State { segments, delta: Arc::new(delta), deleted: Arc::clone(&guard.deleted), pinned: None });
         drop(guard);
         self.merge_by_policy_locked()
     }
@@ -693,7 +701,8 @@ impl Index {
             for id in &dropped {
                 deleted.remove(id);
             }
-            *guard = Arc::new(State { segments, delta: Arc::clone(&guard.delta), deleted: Arc::new(deleted) });
+            *guard =
+                Arc::new(State { segments, delta: Arc::clone(&guard.delta), deleted: Arc::new(deleted), pinned: None });
         }
         // Snapshots that still map the old files keep them readable (an
         // unlinked file lives on through its map); a removal that fails
@@ -811,8 +820,34 @@ fn open_segment(storage: &dyn Storage, id: u64) -> Result<LoadedSegment, IndexEr
     Ok(LoadedSegment { segment: Segment::parse(bytes, &name)? })
 }
 
-fn load_state(storage: &dyn Storage, txn: &redb::ReadTransaction) -> Result<State, IndexError> {
-    load_state_reusing(storage, txn, &State::default())
+/// The state of the latest commit, reusing `old`'s mapped segments. A
+/// read-only index pins the read transaction it used. A writer in another
+/// process may merge segments away and unlink them between our read
+/// transaction's start and our opening their files; it commits the new
+/// manifest before unlinking, so a newer read transaction no longer lists
+/// them: a missing segment file is retried with one (a few times) before it
+/// counts as an error.
+fn load_latest(catalog: &Catalog, storage: &dyn Storage, old: &State) -> Result<State, IndexError> {
+    let mut retries = 0;
+    loop {
+        let txn = catalog.begin_read()?;
+        match load_state_reusing(storage, &txn, old) {
+            Err(IndexError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound
+                    && matches!(catalog, Catalog::ReadOnly(_))
+                    && retries < 8 =>
+            {
+                retries += 1;
+            }
+            Err(e) => return Err(e),
+            Ok(mut state) => {
+                if matches!(catalog, Catalog::ReadOnly(_)) {
+                    state.pinned = Some(Arc::new(txn));
+                }
+                return Ok(state);
+            }
+        }
+    }
 }
 
 /// Reads the published state from the catalog, keeping already-mapped
@@ -841,7 +876,7 @@ fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &
     for row in deleted_table.iter().map_err(redb_err("reading deleted"))? {
         deleted.insert(row.map_err(redb_err("reading deleted"))?.0.value());
     }
-    Ok(State { segments, delta: Arc::new(delta), deleted: Arc::new(deleted) })
+    Ok(State { segments, delta: Arc::new(delta), deleted: Arc::new(deleted), pinned: None })
 }
 
 /// The signature of a document to store: computed for text and HTML,
@@ -1062,6 +1097,7 @@ impl Writer<'_> {
                 segments: guard.segments.clone(),
                 delta: Arc::new(delta),
                 deleted: Arc::new(deleted),
+                pinned: None,
             });
             pending
         };
@@ -1078,7 +1114,7 @@ impl Writer<'_> {
 /// A read snapshot of an index.
 pub struct Searcher {
     state: Arc<State>,
-    txn: redb::ReadTransaction,
+    txn: Arc<redb::ReadTransaction>,
     signer: Arc<Signer>,
 }
 
