@@ -30,7 +30,8 @@ pub fn config_decode(data: &[u8]) {
 }
 
 /// Arbitrary bytes as a segment file: opening, verifying and every read
-/// either succeed or return a typed error; nothing panics.
+/// either succeed or return a typed error; then the same bytes as the
+/// segment of an index, under every query; nothing panics.
 pub fn segment_open(data: &[u8]) {
     use crate::store::segment::Segment;
     let Ok(segment) = Segment::parse(data, "fuzz") else { return };
@@ -49,6 +50,68 @@ pub fn segment_open(data: &[u8]) {
     }
     let _ = segment.length_range(0, u64::MAX);
     let _ = segment.length_range(3, 2);
+    index_over_segment(data);
+}
+
+/// A small in-memory index whose one segment holds a, b, c (flushed)
+/// while d stays pending; built once.
+fn segment_base() -> &'static crate::store::MemStorage {
+    use crate::store::{Document, Index, IndexOptions, MemStorage, Metadata};
+    static BASE: std::sync::OnceLock<MemStorage> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let storage = MemStorage::new();
+        let options = IndexOptions { flush_threshold: usize::MAX };
+        let index = Index::create_in(std::sync::Arc::new(storage.clone()), SignatureConfig::default(), options)
+            .expect("an in-memory index");
+        let texts = [
+            ("a", "The council said that the new library will open in the spring, and that it is a gift to the town."),
+            ("b", "The council said that the new library will open in the summer, and that it is a gift to the city."),
+            ("c", "A storm is on its way to the coast, and the ferries will not sail until it has passed by."),
+        ];
+        let mut w = index.writer().expect("writer");
+        for (key, text) in texts {
+            w.insert(key, Document::Text(text), Metadata::default()).expect("insert");
+        }
+        w.commit().expect("commit");
+        index.flush().expect("flush");
+        let mut w = index.writer().expect("writer");
+        w.insert("d", Document::Text(texts[0].1), Metadata::default()).expect("insert");
+        w.commit().expect("commit");
+        drop(index);
+        storage
+    })
+}
+
+/// Arbitrary bytes in place of a stored segment: opening the index, every
+/// query kind, the self-join, clusters, top-k, explain, lookups and
+/// `verify` return answers or typed errors; nothing panics.
+fn index_over_segment(data: &[u8]) {
+    use crate::store::{Index, IndexOptions};
+    use crate::Threshold;
+    let storage = segment_base().deep_copy();
+    if storage.overwrite_file(&crate::store::segment_file_name(1), data.to_vec()).is_err() {
+        return;
+    }
+    let Ok(index) = Index::open_in(std::sync::Arc::new(storage), IndexOptions { flush_threshold: usize::MAX }) else {
+        return;
+    };
+    let _ = index.verify();
+    let Ok(searcher) = index.searcher() else { return };
+    let signature = index.signer().sign_text("The council said that the new library will open in the spring.");
+    for tau in [0.2, 0.5, 1.0] {
+        let tau = Threshold::new(tau).expect("a valid threshold");
+        let _ = searcher.query(&signature.vector, tau);
+        let _ = searcher.query_lsh(&signature, tau);
+        let _ = searcher.query_key("a", tau);
+        let _ = searcher.self_join(tau, |_| {});
+        let _ = searcher.clusters(tau);
+        let _ = searcher.top_k(&signature.vector, 2, tau);
+    }
+    for key in ["a", "b", "c", "d"] {
+        let _ = searcher.get(key);
+    }
+    let _ = searcher.explain("a", "b");
+    let _ = index.stats();
 }
 
 /// Arbitrary bytes as a WARC file: records and problems come back, every
