@@ -43,6 +43,19 @@ impl Image {
         self.names.get(name).copied().ok_or_else(|| not_found(name))
     }
 
+    /// The inode `name` refers to, created empty (not yet durable) when
+    /// there is none.
+    fn id_or_create(&mut self, name: &str) -> u64 {
+        if let Some(&id) = self.names.get(name) {
+            return id;
+        }
+        let id = self.next_inode;
+        self.next_inode += 1;
+        self.inodes.insert(id, Inode::default());
+        self.names.insert(name.to_owned(), id);
+        id
+    }
+
     fn total_len(&self) -> u64 {
         self.inodes.values().map(|i| i.data.len().max(i.synced.len()) as u64).sum()
     }
@@ -192,17 +205,7 @@ impl MemStorage {
 
     fn backend(&self, name: &str, create: bool) -> io::Result<MemBackend> {
         let mut image = self.image();
-        let id = match image.names.get(name) {
-            Some(&id) => id,
-            None if create => {
-                let id = image.next_inode;
-                image.next_inode += 1;
-                image.inodes.insert(id, Inode::default());
-                image.names.insert(name.to_owned(), id);
-                id
-            }
-            None => return Err(not_found(name)),
-        };
+        let id = if create { image.id_or_create(name) } else { image.id_of(name)? };
         Ok(MemBackend { image: Arc::clone(&self.image), inode: id })
     }
 
@@ -264,15 +267,7 @@ impl Storage for MemStorage {
 
     fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let mut image = self.image();
-        let id = match image.names.get(name) {
-            Some(&id) => id,
-            None => {
-                let id = image.next_inode;
-                image.next_inode += 1;
-                image.names.insert(name.to_owned(), id);
-                id
-            }
-        };
+        let id = image.id_or_create(name);
         image.inodes.entry(id).or_default().data = bytes.to_vec();
         Ok(())
     }
@@ -535,6 +530,11 @@ impl FaultStorage {
         }
     }
 
+    /// The catalog file `name` as redb sees it, every operation checked.
+    fn backend(&self, name: &str, create: bool) -> io::Result<FaultBackend> {
+        Ok(FaultBackend { storage: self.clone(), name: name.to_owned(), inner: self.inner.backend(name, create)? })
+    }
+
     fn growth(&self, name: &str, end: u64) -> u64 {
         end.saturating_sub(self.inner.len(name).unwrap_or(0))
     }
@@ -616,15 +616,11 @@ impl Storage for FaultStorage {
         if !self.inner.exists(name)? {
             self.check(Op::Name)?;
         }
-        let backend =
-            FaultBackend { storage: self.clone(), name: name.to_owned(), inner: self.inner.backend(name, create)? };
-        MemStorage::builder().create_with_backend(backend)
+        MemStorage::builder().create_with_backend(self.backend(name, create)?)
     }
 
     fn open_catalog_read_only(&self, name: &str) -> Result<redb::ReadOnlyDatabase, redb::DatabaseError> {
-        let backend =
-            FaultBackend { storage: self.clone(), name: name.to_owned(), inner: self.inner.backend(name, false)? };
-        MemStorage::builder().open_read_only_with_backend(backend)
+        MemStorage::builder().open_read_only_with_backend(self.backend(name, false)?)
     }
 }
 
