@@ -354,3 +354,50 @@ fn insert_if_new_top_k_and_explain() {
     assert_eq!((e.lengths, e.overlap.num, e.overlap.den), ((5, 5), 4, 6));
     assert!(s.explain("near", "missing").unwrap().is_none());
 }
+
+/// The delta's postings are shared by the snapshots of one flush cycle and
+/// grow with every commit: a snapshot taken earlier must still answer
+/// exactly for its own documents (not later inserts, and deleted or
+/// replaced ones as they were), by the exact and the LSH query alike.
+#[test]
+fn snapshots_keep_their_delta_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SignatureConfig::default();
+    let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 1_000 }).unwrap();
+    let vector = |n: u64| SignatureVector::from_hashes((0..30).map(|i| i * 7 + n % 3 * 1000).collect());
+    let insert = |from: u64, to: u64| {
+        let mut w = index.writer().unwrap();
+        for n in from..to {
+            w.insert(&format!("k{n}"), Document::Signatures(&signature_of(&config, vector(n), n)), Metadata::default())
+                .unwrap();
+        }
+        w.commit().unwrap();
+    };
+    insert(0, 10);
+    let tau = Threshold::new(0.9).unwrap();
+    let query = signature_of(&config, vector(0), 0);
+    let answer = |s: &neardex::store::Searcher| {
+        let exact: Vec<u64> = s.query(&query.vector, tau).unwrap().iter().map(|m| m.id).collect();
+        let lsh: Vec<u64> = s.query_lsh(&query, tau).unwrap().iter().map(|m| m.id).collect();
+        (exact, lsh)
+    };
+    let before = index.searcher().unwrap();
+    let first = answer(&before);
+    assert_eq!(first.0, vec![1, 4, 7, 10], "documents 0, 3, 6, 9 have the query's vector");
+    assert_eq!(first.1, first.0, "identical vectors share every band key");
+    insert(10, 20);
+    let mut w = index.writer().unwrap();
+    w.delete("k3").unwrap();
+    w.commit().unwrap();
+    let mut w = index.writer().unwrap();
+    w.insert("k6", Document::Signatures(&signature_of(&config, vector(1), 6)), Metadata::default()).unwrap_err();
+    w.delete("k6").unwrap();
+    w.commit().unwrap();
+    assert_eq!(answer(&before), first, "the old snapshot answers as it did");
+    let after = answer(&index.searcher().unwrap());
+    assert_eq!(after.0, vec![1, 10, 13, 16, 19]);
+    assert_eq!(after.1, after.0);
+    index.flush().unwrap();
+    assert_eq!(answer(&before), first);
+    assert_eq!(answer(&index.searcher().unwrap()), after);
+}

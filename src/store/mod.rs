@@ -15,6 +15,7 @@
 //!   later commits and flushes do not change.
 
 mod catalog;
+mod delta;
 mod error;
 mod memory;
 mod mmap;
@@ -37,6 +38,7 @@ pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
 pub use storage::{FsStorage, Storage};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
+use delta::DeltaIndex;
 use segment::{build_segment, Segment, SegmentDoc};
 
 use crate::config::SignatureConfig;
@@ -145,6 +147,10 @@ struct LoadedSegment {
 struct State {
     segments: BTreeMap<u64, Arc<LoadedSegment>>,
     delta: Arc<BTreeMap<u64, Arc<DeltaDoc>>>,
+    /// Postings and band buckets of the delta: of these documents and
+    /// maybe of others, so every id found is looked up in `delta`
+    /// (`delta.rs`).
+    delta_index: Arc<RwLock<DeltaIndex>>,
     deleted: Arc<BTreeSet<u64>>,
     /// For a read-only index: the catalog snapshot this state was loaded
     /// from. Another process's writer may commit at any time, so searchers
@@ -565,8 +571,13 @@ impl Index {
             .filter(|(id, _)| !state.delta.contains_key(id))
             .map(|(k, v)| (*k, Arc::clone(v)))
             .collect();
-        *guard =
-            Arc::new(State { segments, delta: Arc::new(delta), deleted: Arc::clone(&guard.deleted), pinned: None });
+        *guard = Arc::new(State {
+            segments,
+            delta_index: DeltaIndex::shared(&delta),
+            delta: Arc::new(delta),
+            deleted: Arc::clone(&guard.deleted),
+            pinned: None,
+        });
         drop(guard);
         self.merge_by_policy_locked()
     }
@@ -701,8 +712,13 @@ impl Index {
             for id in &dropped {
                 deleted.remove(id);
             }
-            *guard =
-                Arc::new(State { segments, delta: Arc::clone(&guard.delta), deleted: Arc::new(deleted), pinned: None });
+            *guard = Arc::new(State {
+                segments,
+                delta: Arc::clone(&guard.delta),
+                delta_index: Arc::clone(&guard.delta_index),
+                deleted: Arc::new(deleted),
+                pinned: None,
+            });
         }
         // Snapshots that still map the old files keep them readable (an
         // unlinked file lives on through its map); a removal that fails
@@ -876,7 +892,13 @@ fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &
     for row in deleted_table.iter().map_err(redb_err("reading deleted"))? {
         deleted.insert(row.map_err(redb_err("reading deleted"))?.0.value());
     }
-    Ok(State { segments, delta: Arc::new(delta), deleted: Arc::new(deleted), pinned: None })
+    Ok(State {
+        segments,
+        delta_index: DeltaIndex::shared(&delta),
+        delta: Arc::new(delta),
+        deleted: Arc::new(deleted),
+        pinned: None,
+    })
 }
 
 /// The signature of a document to store: computed for text and HTML,
@@ -1089,13 +1111,16 @@ impl Writer<'_> {
             for id in &self.removed_pending {
                 delta.remove(id);
             }
-            delta.extend(std::mem::take(&mut self.added));
+            let added = std::mem::take(&mut self.added);
+            guard.delta_index.write().unwrap_or_else(|p| p.into_inner()).queue(&added);
+            delta.extend(added);
             let mut deleted = (*guard.deleted).clone();
             deleted.extend(self.newly_deleted.drain(..));
             let pending = delta.len();
             *guard = Arc::new(State {
                 segments: guard.segments.clone(),
                 delta: Arc::new(delta),
+                delta_index: Arc::clone(&guard.delta_index),
                 deleted: Arc::new(deleted),
                 pinned: None,
             });

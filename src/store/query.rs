@@ -5,8 +5,9 @@
 //! # Pruning, and why it is exact
 //!
 //! Let L = |q| and let δ1 be the summed query frequency of the signatures
-//! whose posting lists have been fully processed. A document first met after
-//! that shares none of those signatures, so its overlap with q is at most
+//! whose posting lists have been fully processed; a signature with no list
+//! in the segment (or the delta) counts as processed from the start. A
+//! document first met after that shares none of those signatures, so its overlap with q is at most
 //! `m = min(x, L − δ1)` for its length x, and its similarity at most
 //! `m / (L + x − m)` (Jaccard; `m / L` for containment). A document is
 //! verified only when that bound still meets τ:
@@ -66,7 +67,8 @@ pub struct QueryStats {
     /// Posting entries never walked because of a δ2 list break or the δ1
     /// global break.
     pub pruned_by_bounds: u64,
-    /// Pending (unflushed) documents compared by length.
+    /// Delta (unflushed) entries examined: posting entries walked, or
+    /// without pruning every pending document.
     pub delta_scanned: u64,
 }
 
@@ -133,19 +135,86 @@ impl Searcher {
         for loaded in self.state.segments.values() {
             self.query_segment(&loaded.segment, query, measure, tau, window, pruning, &mut out, &mut stats)?;
         }
-        for (&id, doc) in self.state.delta.iter() {
-            stats.delta_scanned += 1;
-            if pruning != Pruning::None && !window.contains(measure.length(&doc.vector)) {
-                continue;
-            }
+        self.query_delta(query, measure, tau, window, pruning, &mut out, &mut stats);
+        out.sort_unstable_by_key(|m| m.id);
+        Ok((out, stats))
+    }
+
+    /// The delta's part of a query. Without pruning every pending document
+    /// is compared; otherwise candidates come from the delta's postings,
+    /// walked in ascending list length with the δ1 break and the per-
+    /// document bound of [`Searcher::query_segment`] (lists are not in
+    /// length order here, so there is no δ2 break), and each candidate is
+    /// looked up in this snapshot's delta.
+    #[allow(clippy::too_many_arguments)]
+    fn query_delta(
+        &self,
+        query: &SignatureVector,
+        measure: Similarity,
+        tau: Threshold,
+        window: LengthWindow,
+        pruning: Pruning,
+        out: &mut Vec<Match>,
+        stats: &mut QueryStats,
+    ) {
+        let delta = &self.state.delta;
+        if delta.is_empty() {
+            return;
+        }
+        let mut verify = |id: u64, vector: &SignatureVector, stats: &mut QueryStats| {
             stats.candidates_verified += 1;
-            let overlap = measure.overlap(query, &doc.vector);
+            let overlap = measure.overlap(query, vector);
             if overlap.meets(tau) {
                 out.push(Match { id, overlap });
             }
+        };
+        if pruning == Pruning::None {
+            for (&id, doc) in delta.iter() {
+                stats.delta_scanned += 1;
+                verify(id, &doc.vector, stats);
+            }
+            return;
         }
-        out.sort_unstable_by_key(|m| m.id);
-        Ok((out, stats))
+        let index = super::delta::read(&self.state.delta_index);
+        let len_q = measure.length(query);
+        let mut lists: Vec<(&[u64], u64)> = Vec::new();
+        let mut absent = 0u64;
+        for (hash, freq) in query.iter() {
+            let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
+            match index.posting(hash) {
+                Some(ids) => lists.push((ids, weight)),
+                None => absent += weight,
+            }
+        }
+        lists.sort_by_key(|l| l.0.len());
+        let mut seen = super::delta::MixSet::default();
+        let mut delta1 = absent;
+        for (n, &(ids, weight)) in lists.iter().enumerate() {
+            if pruning == Pruning::Full && !bound(measure, len_q, delta1, len_q.saturating_sub(delta1)).meets(tau) {
+                stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0.len() as u64).sum::<u64>();
+                break;
+            }
+            for &id in ids {
+                stats.delta_scanned += 1;
+                // A document that fails the bound now fails it for every
+                // later list too (δ1 only grows), so it is seen for good.
+                if !seen.insert(id) {
+                    continue;
+                }
+                let Some(doc) = delta.get(&id) else { continue };
+                let x = measure.length(&doc.vector);
+                if !window.contains(x) {
+                    stats.pruned_by_window += 1;
+                    continue;
+                }
+                if pruning == Pruning::Full && !bound(measure, len_q, delta1, x).meets(tau) {
+                    stats.pruned_by_bounds += 1;
+                    continue;
+                }
+                verify(id, &doc.vector, stats);
+            }
+            delta1 += weight;
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -172,18 +241,24 @@ impl Searcher {
         };
         let len_q = measure.length(query);
         let mut lists: Vec<(u64, u64, PostingList)> = Vec::new();
+        // Query signatures no document of this segment has count as
+        // processed from the start: they add nothing to any overlap here.
+        let mut absent = 0u64;
         for (hash, freq) in query.iter() {
-            if let Some(bitmap) = segment.posting_list(hash)? {
-                let inside = bitmap.count_in(range.clone());
-                stats.pruned_by_window += bitmap.len() - inside;
-                let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
-                lists.push((inside, weight, bitmap));
+            let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
+            match segment.posting_list(hash)? {
+                Some(bitmap) => {
+                    let inside = bitmap.count_in(range.clone());
+                    stats.pruned_by_window += bitmap.len() - inside;
+                    lists.push((inside, weight, bitmap));
+                }
+                None => absent += weight,
             }
         }
         // Ascending document frequency inside the window (Algorithm 1, line 5).
         lists.sort_by_key(|l| l.0);
         let mut checked = RoaringBitmap::new();
-        let mut delta1 = 0u64;
+        let mut delta1 = absent;
         for (n, (inside, weight, bitmap)) in lists.iter().enumerate() {
             if pruning == Pruning::Full && !bound(measure, len_q, delta1, len_q.saturating_sub(delta1)).meets(tau) {
                 // δ1 break: the bound peaks at x = L − δ1, where it is
@@ -259,8 +334,18 @@ impl Searcher {
                 }
             }
         }
-        for (&id, doc) in self.state.delta.iter() {
-            if doc.band_keys.iter().zip(&query.band_keys).any(|(a, b)| a == b) {
+        if !self.state.delta.is_empty() {
+            let index = super::delta::read(&self.state.delta_index);
+            let mut candidates: Vec<u64> = (0u32..)
+                .zip(&query.band_keys)
+                .filter_map(|(band, &key)| index.bucket(band, key))
+                .flatten()
+                .copied()
+                .collect();
+            candidates.sort_unstable();
+            candidates.dedup();
+            for id in candidates {
+                let Some(doc) = self.state.delta.get(&id) else { continue };
                 let overlap = measure.overlap(&query.vector, &doc.vector);
                 if overlap.meets(tau) {
                     out.push(Match { id, overlap });

@@ -2,6 +2,8 @@
 //! evaluation data in `../shared/data`.
 #![allow(dead_code)]
 
+pub mod webcorpus;
+
 use std::io::Read;
 use std::path::PathBuf;
 

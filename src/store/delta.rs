@@ -1,0 +1,110 @@
+//! The in-memory inverted index over pending (not yet flushed) documents.
+//!
+//! Queries must not scan the delta: with the default flush threshold it
+//! holds up to 50,000 documents, and a scan costs milliseconds. A
+//! [`DeltaIndex`] maps each signature hash and each (band, band key) to the
+//! ids of the pending documents that have it.
+//!
+//! One index is shared, behind a lock, by every [`State`](super::State)
+//! between two flushes. A commit only queues its new documents (an `Arc`
+//! each: ingest pays no hashing); the first query that needs the postings
+//! indexes the queue. The index may therefore list documents that a given
+//! snapshot does not hold (committed after it, deleted, replaced); every id
+//! it yields is looked up in the snapshot's own delta map, which stays the
+//! truth, so each snapshot sees exactly its documents. Every committed
+//! document passes through the queue, so the index holds a superset of
+//! every snapshot's delta once the queue is drained. A flush starts a fresh
+//! index for the documents it leaves pending; older snapshots keep the old
+//! one alive through their `Arc`.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use super::DeltaDoc;
+
+/// A multiplicative hasher (FxHash's step) for keys that are already hash
+/// values or small integers: SipHash would dominate the cost of appending
+/// hundreds of postings per document.
+#[derive(Default, Clone, Copy)]
+pub(super) struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7C_C1_B7_27_22_0A_95);
+    }
+}
+
+pub(super) type MixMap<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
+pub(super) type MixSet<K> = std::collections::HashSet<K, BuildHasherDefault<MixHasher>>;
+
+/// Signature hash → ids, and (band, band key) → ids, of pending documents,
+/// plus the committed documents not yet listed.
+#[derive(Debug, Default)]
+pub(super) struct DeltaIndex {
+    postings: MixMap<u64, Vec<u64>>,
+    bands: MixMap<(u32, u64), Vec<u64>>,
+    queue: Vec<(u64, Arc<DeltaDoc>)>,
+}
+
+impl DeltaIndex {
+    /// A shared index over `docs` (queued).
+    pub(super) fn shared<'a>(docs: impl IntoIterator<Item = (&'a u64, &'a Arc<DeltaDoc>)>) -> Arc<RwLock<DeltaIndex>> {
+        let mut index = DeltaIndex::default();
+        index.queue(docs);
+        Arc::new(RwLock::new(index))
+    }
+
+    /// Queues `docs` for listing.
+    pub(super) fn queue<'a>(&mut self, docs: impl IntoIterator<Item = (&'a u64, &'a Arc<DeltaDoc>)>) {
+        self.queue.extend(docs.into_iter().map(|(&id, doc)| (id, Arc::clone(doc))));
+    }
+
+    fn drain(&mut self) {
+        for (id, doc) in std::mem::take(&mut self.queue) {
+            for &hash in doc.vector.hashes() {
+                self.postings.entry(hash).or_default().push(id);
+            }
+            for (band, &key) in doc.band_keys.iter().enumerate() {
+                self.bands.entry((band as u32, key)).or_default().push(id);
+            }
+        }
+    }
+
+    /// Ids listed under a signature hash.
+    pub(super) fn posting(&self, hash: u64) -> Option<&[u64]> {
+        self.postings.get(&hash).map(Vec::as_slice)
+    }
+
+    /// Ids listed under a band key.
+    pub(super) fn bucket(&self, band: u32, key: u64) -> Option<&[u64]> {
+        self.bands.get(&(band, key)).map(Vec::as_slice)
+    }
+}
+
+/// The shared index for reading, with its queue listed first. A writer
+/// that panicked while listing leaves a superset of some snapshot's
+/// documents plus a queue, which is still correct to read and drain.
+pub(super) fn read(index: &RwLock<DeltaIndex>) -> RwLockReadGuard<'_, DeltaIndex> {
+    loop {
+        let guard = index.read().unwrap_or_else(|p| p.into_inner());
+        if guard.queue.is_empty() {
+            return guard;
+        }
+        drop(guard);
+        index.write().unwrap_or_else(|p| p.into_inner()).drain();
+    }
+}
