@@ -89,8 +89,8 @@ pub fn sentences_of(text: &str, out: &mut BTreeSet<String>) {
         let mut start = 0;
         let bytes = joined.as_bytes();
         for i in 0..bytes.len() {
-            let end_of_sentence = matches!(bytes[i], b'.' | b'!' | b'?')
-                && (i + 1 == bytes.len() || bytes[i + 1] == b' ');
+            let end_of_sentence =
+                matches!(bytes[i], b'.' | b'!' | b'?') && (i + 1 == bytes.len() || bytes[i + 1] == b' ');
             if end_of_sentence {
                 keep_sentence(joined[start..=i].trim(), out);
                 start = i + 1;
@@ -126,7 +126,7 @@ impl Rng {
     }
     /// Uniform in `0..n` (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next() >> 32) * n as u64 >> 32) as usize
+        (((self.next() >> 32) * n as u64) >> 32) as usize
     }
     /// True with probability `percent`/100.
     pub fn chance(&mut self, percent: u64) -> bool {
@@ -227,7 +227,8 @@ impl Corpus {
 
     fn template(&self, t: u64) -> Template {
         let mut rng = Rng::new(self.seed, SITE, t);
-        let site = format!("{} {}", name(&mut rng), ["News", "Times", "Post", "Daily", "Review", "Journal"][rng.below(6)]);
+        let site =
+            format!("{} {}", name(&mut rng), ["News", "Times", "Post", "Daily", "Review", "Journal"][rng.below(6)]);
         let layout = t % 4;
         let mut head = String::new();
         let (open, close) = match layout {

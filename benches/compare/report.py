@@ -1,0 +1,84 @@
+"""Prints the comparison table (medians over runs) from results.jsonl.
+
+    python report.py RESULTS CORPUS_JSON VENV
+"""
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+results_path, corpus_path, venv = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = [json.loads(line) for line in open(results_path) if line.strip()]
+corpus = json.load(open(corpus_path))
+runs = {}
+scores = {}
+for r in rows:
+    if "score" in r:
+        scores[r["score"]] = r
+    else:
+        runs.setdefault(r["tool"], []).append(r)
+
+
+def median(tool, key):
+    values = [r[key] for r in runs.get(tool, []) if key in r]
+    return statistics.median(values) if values else None
+
+
+def fmt(value, digits=0):
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+order = ["neardex-shingles", "neardex-spotsigs", "prefix-shingles", "prefix-spotsigs", "gaoya", "rensa", "datasketch"]
+print(f"Corpus: {corpus['documents']:,} generated pages (mean {corpus['mean_html_bytes']:,} bytes of HTML, "
+      f"{corpus['mean_words']} words of visible text; pool digest {corpus['digest']}); tau = 0.8; "
+      f"medians of {max(len(v) for v in runs.values())} runs.")
+print(f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}.")
+print()
+print("| tool | signatures docs/s | ingest docs/s | query p50 µs | query p99 µs | all pairs s | whole job s | peak RSS MiB | disk MiB | pairs | recall | precision |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for tool in order:
+    if tool not in runs:
+        continue
+    s = scores.get(tool, {})
+    rss = median(tool, "peak_rss_bytes")
+    disk = median(tool, "disk_bytes")
+    print(f"| {tool} | {fmt(median(tool, 'sign_docs_per_s'))} | {fmt(median(tool, 'insert_docs_per_s'))} | "
+          f"{fmt(median(tool, 'query_p50_us'), 1)} | {fmt(median(tool, 'query_p99_us'), 1)} | "
+          f"{fmt(median(tool, 'all_pairs_seconds'), 2)} | {fmt(median(tool, 'whole_job_seconds'), 2)} | "
+          f"{fmt(rss and rss / 2**20)} | {fmt(disk and disk / 2**20)} | {fmt(median(tool, 'pairs'))} | "
+          f"{fmt(s.get('recall'), 4)} | {fmt(s.get('precision'), 4)} |")
+print()
+ours = "neardex-shingles"
+
+
+def ratio(a_tool, a_key, b_tool, b_key, invert=False):
+    a, b = median(a_tool, a_key), median(b_tool, b_key)
+    if a is None or b is None or a == 0 or b == 0:
+        return None
+    return b / a if invert else a / b
+
+
+print("| neardex (word 3-shingles) against | ingest × | query p50 speed-up | all pairs speed-up | whole job speed-up |")
+print("|---|---:|---:|---:|---:|")
+for peer in ["gaoya", "rensa", "datasketch", "prefix-shingles"]:
+    if peer not in runs:
+        continue
+    print(f"| {peer} | {fmt(ratio(ours, 'insert_docs_per_s', peer, 'insert_docs_per_s'), 2)} | "
+          f"{fmt(ratio(ours, 'query_p50_us', peer, 'query_p50_us', invert=True), 2)} | "
+          f"{fmt(ratio(ours, 'all_pairs_seconds', peer, 'all_pairs_seconds', invert=True), 2)} | "
+          f"{fmt(ratio(ours, 'whole_job_seconds', peer, 'whole_job_seconds', invert=True), 2)} |")
+print(f"| prefix-spotsigs (neardex SpotSigs) | — | "
+      f"{fmt(ratio('neardex-spotsigs', 'query_p50_us', 'prefix-spotsigs', 'query_p50_us', invert=True), 2)} | "
+      f"{fmt(ratio('neardex-spotsigs', 'all_pairs_seconds', 'prefix-spotsigs', 'all_pairs_seconds', invert=True), 2)} | — |")
+print()
+lsh = runs.get(ours, [{}])[0]
+print(f"neardex LSH query path (word 3-shingles): p50 {fmt(median(ours, 'lsh_query_p50_us'), 1)} µs, "
+      f"p99 {fmt(median(ours, 'lsh_query_p99_us'), 1)} µs, recall on the query sample {fmt(median(ours, 'lsh_sample_recall'), 4)}.")
+versions = {r["tool"]: r.get("version") for rs in runs.values() for r in rs if r.get("version")}
+gaoya = subprocess.run(["cargo", "tree", "--manifest-path", os.path.join(os.path.dirname(results_path), "..", "..", "..", "Cargo.toml"),
+                        "-p", "gaoya", "--depth", "0"], capture_output=True, text=True).stdout.strip()
+print(f"Peers: datasketch {versions.get('datasketch', '?')}, rensa {versions.get('rensa', '?')}, {gaoya or 'gaoya (see Cargo.lock)'}.")

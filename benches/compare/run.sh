@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# neardex beside datasketch, rensa, gaoya and an exact prefix-filter join,
+# on one generated corpus, in one run (issue 7).
+#
+#   bash benches/compare/run.sh [DOCS] [RUNS]      (defaults: 100000 3)
+#
+# Creates a Python virtual environment under benches/compare/target/venv
+# (datasketch, rensa, pinned in requirements.txt), builds the harness,
+# generates the corpus once per size under $COMPARE_DIR (default
+# benches/compare/target/work), runs every tool RUNS times one after
+# another, scores every tool's pairs against the exact pairs of its
+# signatures, and prints the table (medians of the runs) that README's
+# Performance section shows. Results: $COMPARE_DIR/DOCS/results.jsonl.
+set -euo pipefail
+docs=${1:-100000}
+runs=${2:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+work=${COMPARE_DIR:-$here/target/work}/$docs
+venv=$here/target/venv
+
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+cargo build --quiet --release --manifest-path "$here/Cargo.toml"
+bin=$here/target/release/neardex-compare
+
+mkdir -p "$work"
+if [ ! -f "$work/corpus.json" ]; then
+    echo "generating $docs pages in $work" >&2
+    "$bin" gen "$docs" "$work" >&2
+fi
+results=$work/results.jsonl
+: > "$results"
+record() { # run tool... : one JSON line, tagged with the run
+    local run=$1; shift
+    echo "run $run: $*" >&2
+    "$@" | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r['run']=$run; print(json.dumps(r))" >> "$results"
+}
+# COMPARE_TOOLS picks tools (default: all), e.g. COMPARE_TOOLS="neardex gaoya".
+tools=${COMPARE_TOOLS:-prefix neardex gaoya rensa datasketch}
+wants() { [[ " $tools " == *" $1 "* ]]; }
+for run in $(seq 1 "$runs"); do
+    if wants prefix; then
+        record "$run" "$bin" prefix "$work" shingles
+        record "$run" "$bin" prefix "$work" spotsigs
+    fi
+    if wants neardex; then
+        record "$run" "$bin" neardex "$work" shingles
+        record "$run" "$bin" neardex "$work" spotsigs
+    fi
+    if wants gaoya; then record "$run" "$bin" gaoya "$work"; fi
+    if wants rensa; then record "$run" "$venv/bin/python" "$here/peers.py" "$work" rensa; fi
+    if wants datasketch; then record "$run" "$venv/bin/python" "$here/peers.py" "$work" datasketch; fi
+done
+# Quality against exact ground truth: the prefix-filter join's pairs (and
+# the two exact tools must agree pair for pair).
+score() { # tool truth-scheme
+    if [ -f "$work/pairs-$1.txt" ] && [ -f "$work/pairs-prefix-$2.txt" ]; then
+        echo "{\"score\": \"$1\", $("$bin" score "$work/pairs-prefix-$2.txt" "$work/pairs-$1.txt" | cut -c2-)" >> "$results"
+    fi
+}
+for tool in neardex-shingles gaoya rensa datasketch; do score "$tool" shingles; done
+score neardex-spotsigs spotsigs
+python3 "$here/report.py" "$results" "$work/corpus.json" "$venv"
