@@ -155,7 +155,7 @@ proptest! {
                 prop_assert!(full_stats.postings_read <= window_stats.postings_read);
                 prop_assert!(window_stats.postings_read <= none_stats.postings_read);
                 prop_assert!(full_stats.candidates_verified <= none_stats.candidates_verified);
-                // Top-k (stops early on a threshold ladder): the oracle's
+                // Top-k (one pass with a rising threshold): the oracle's
                 // answer sorted by similarity, then id, cut at k.
                 let mut ranked = expected.clone();
                 ranked.sort_by(|x, y| y.overlap.cmp_value(x.overlap).then(x.id.cmp(&y.id)));

@@ -84,6 +84,50 @@ impl std::ops::AddAssign for QueryStats {
 
 /// The bound on the similarity of a document of length `x` that shares
 /// none of the processed signatures (module documentation).
+/// Where a query's verified documents go, and the threshold they must
+/// meet: fixed for a threshold query; for top-k, τ_min until `k` matches
+/// are held and then the k-th best similarity, rounded down to ppb (never
+/// above the true value, so nothing that could still enter is skipped).
+struct Sink {
+    tau: Threshold,
+    keep: Option<usize>,
+    matches: Vec<Match>,
+}
+
+impl Sink {
+    fn threshold(tau: Threshold) -> Sink {
+        Sink { tau, keep: None, matches: Vec::new() }
+    }
+
+    fn offer(&mut self, id: u64, overlap: Overlap) {
+        if !overlap.meets(self.tau) {
+            return;
+        }
+        self.matches.push(Match { id, overlap });
+        if let Some(k) = self.keep {
+            if self.matches.len() >= 2 * k {
+                self.settle(k);
+            }
+        }
+    }
+
+    /// Keeps the best `k` (most similar, then smallest id) and raises the
+    /// threshold to the k-th.
+    fn settle(&mut self, k: usize) {
+        self.matches.sort_by(|x, y| y.overlap.cmp_value(x.overlap).then(x.id.cmp(&y.id)));
+        self.matches.truncate(k);
+        if self.matches.len() == k {
+            let kth = self.matches[k - 1].overlap;
+            let ppb = (u128::from(kth.num) * 1_000_000_000 / u128::from(kth.den.max(1))) as u32;
+            if ppb > self.tau.ppb() {
+                if let Ok(tau) = Threshold::from_ppb(ppb.min(1_000_000_000)) {
+                    self.tau = tau;
+                }
+            }
+        }
+    }
+}
+
 fn bound(measure: Similarity, len_q: u64, delta1: u64, x: u64) -> Overlap {
     let m = x.min(len_q.saturating_sub(delta1));
     match measure {
@@ -124,20 +168,30 @@ impl Searcher {
         tau: Threshold,
         pruning: Pruning,
     ) -> Result<(Vec<Match>, QueryStats), IndexError> {
+        let mut sink = Sink::threshold(tau);
+        let stats = self.run_query(query, pruning, &mut sink)?;
+        let mut out = sink.matches;
+        out.sort_unstable_by_key(|m| m.id);
+        Ok((out, stats))
+    }
+
+    /// Runs a query over every segment and the delta into `sink`, whose
+    /// threshold may rise as matches arrive (top-k).
+    fn run_query(&self, query: &SignatureVector, pruning: Pruning, sink: &mut Sink) -> Result<QueryStats, IndexError> {
         let measure = self.signer.config().similarity;
         let len_q = measure.length(query);
         let mut stats = QueryStats::default();
-        let mut out = Vec::new();
         if len_q == 0 {
-            return Ok((out, stats));
+            return Ok(stats);
         }
-        let window = LengthWindow::new(measure, len_q, tau);
+        // The window of the lowest threshold the sink can have: a rising
+        // threshold only prunes more through the bounds.
+        let window = LengthWindow::new(measure, len_q, sink.tau);
         for loaded in self.state.segments.values() {
-            self.query_segment(&loaded.segment, query, measure, tau, window, pruning, &mut out, &mut stats)?;
+            self.query_segment(&loaded.segment, query, measure, window, pruning, sink, &mut stats)?;
         }
-        self.query_delta(query, measure, tau, window, pruning, &mut out, &mut stats);
-        out.sort_unstable_by_key(|m| m.id);
-        Ok((out, stats))
+        self.query_delta(query, measure, window, pruning, sink, &mut stats);
+        Ok(stats)
     }
 
     /// The delta's part of a query. Without pruning every pending document
@@ -151,27 +205,23 @@ impl Searcher {
         &self,
         query: &SignatureVector,
         measure: Similarity,
-        tau: Threshold,
         window: LengthWindow,
         pruning: Pruning,
-        out: &mut Vec<Match>,
+        sink: &mut Sink,
         stats: &mut QueryStats,
     ) {
         let delta = &self.state.delta;
         if delta.is_empty() {
             return;
         }
-        let mut verify = |id: u64, vector: &SignatureVector, stats: &mut QueryStats| {
+        let verify = |id: u64, vector: &SignatureVector, sink: &mut Sink, stats: &mut QueryStats| {
             stats.candidates_verified += 1;
-            let overlap = measure.overlap(query, vector);
-            if overlap.meets(tau) {
-                out.push(Match { id, overlap });
-            }
+            sink.offer(id, measure.overlap(query, vector));
         };
         if pruning == Pruning::None {
             for (&id, doc) in delta.iter() {
                 stats.delta_scanned += 1;
-                verify(id, &doc.vector, stats);
+                verify(id, &doc.vector, sink, stats);
             }
             return;
         }
@@ -187,17 +237,26 @@ impl Searcher {
             }
         }
         lists.sort_by_key(|l| l.0.len());
+        let full = pruning == Pruning::Full;
+        // Documents done with: verified (without full pruning), outside
+        // the window, failing the bound when first met (it only falls), or
+        // not in this snapshot.
         let mut seen = super::delta::MixSet::default();
+        // With full pruning: candidates, with the weight of the processed
+        // lists that hold them and their length (see `query_segment`).
+        let mut candidates: super::delta::MixMap<u64, (u64, u64)> = Default::default();
         let mut delta1 = absent;
         for (n, &(ids, weight)) in lists.iter().enumerate() {
-            if pruning == Pruning::Full && !bound(measure, len_q, delta1, len_q.saturating_sub(delta1)).meets(tau) {
+            if full && !bound(measure, len_q, delta1, len_q.saturating_sub(delta1)).meets(sink.tau) {
                 stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0.len() as u64).sum::<u64>();
                 break;
             }
             for &id in ids {
                 stats.delta_scanned += 1;
-                // A document that fails the bound now fails it for every
-                // later list too (δ1 only grows), so it is seen for good.
+                if let Some(c) = candidates.get_mut(&id) {
+                    c.0 += weight;
+                    continue;
+                }
                 if !seen.insert(id) {
                     continue;
                 }
@@ -207,13 +266,27 @@ impl Searcher {
                     stats.pruned_by_window += 1;
                     continue;
                 }
-                if pruning == Pruning::Full && !bound(measure, len_q, delta1, x).meets(tau) {
+                if !full {
+                    verify(id, &doc.vector, sink, stats);
+                } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
+                    seen.remove(&id);
+                    candidates.insert(id, (weight, x));
+                } else {
                     stats.pruned_by_bounds += 1;
-                    continue;
                 }
-                verify(id, &doc.vector, stats);
             }
             delta1 += weight;
+        }
+        let mut candidates: Vec<(u64, (u64, u64))> = candidates.into_iter().collect();
+        candidates.sort_unstable_by_key(|c| c.0);
+        for (id, (held, x)) in candidates {
+            if !bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau) {
+                stats.pruned_by_bounds += 1;
+                continue;
+            }
+            if let Some(doc) = delta.get(&id) {
+                verify(id, &doc.vector, sink, stats);
+            }
         }
     }
 
@@ -223,10 +296,9 @@ impl Searcher {
         segment: &super::segment::Segment<super::mmap::SegmentBytes>,
         query: &SignatureVector,
         measure: Similarity,
-        tau: Threshold,
         window: LengthWindow,
         pruning: Pruning,
-        out: &mut Vec<Match>,
+        sink: &mut Sink,
         stats: &mut QueryStats,
     ) -> Result<(), IndexError> {
         // Ordinals are in ascending multiset length, so for the multiset
@@ -257,10 +329,19 @@ impl Searcher {
         }
         // Ascending document frequency inside the window (Algorithm 1, line 5).
         lists.sort_by_key(|l| l.0);
+        let full = pruning == Pruning::Full;
+        // Without full pruning a document is verified when first met. With
+        // it, a document whose bound meets τ when first met becomes a
+        // candidate that collects the weight of every processed list
+        // holding it; after the walk its overlap is at most that weight
+        // plus the unprocessed rest (L − δ1), and only candidates whose
+        // bound on that still meets τ are verified. Those sharing a single
+        // rare signature with the query, the bulk, never are.
         let mut checked = RoaringBitmap::new();
+        let mut candidates: super::delta::MixMap<u32, (u64, u64)> = Default::default();
         let mut delta1 = absent;
         for (n, (inside, weight, bitmap)) in lists.iter().enumerate() {
-            if pruning == Pruning::Full && !bound(measure, len_q, delta1, len_q.saturating_sub(delta1)).meets(tau) {
+            if full && !bound(measure, len_q, delta1, len_q.saturating_sub(delta1)).meets(sink.tau) {
                 // δ1 break: the bound peaks at x = L − δ1, where it is
                 // (L − δ1) / L; once that fails, no unseen document can
                 // reach τ.
@@ -268,40 +349,74 @@ impl Searcher {
                 break;
             }
             let mut walked = 0u64;
+            let mut cut = None;
             for ordinal in bitmap.iter_in(range.clone()) {
                 walked += 1;
+                if let Some(c) = candidates.get_mut(&ordinal) {
+                    c.0 += weight;
+                    continue;
+                }
                 if checked.contains(ordinal) {
                     continue;
                 }
-                let entry = segment.entry(ordinal)?;
                 let x = if measure == Similarity::SetJaccard {
                     u64::from(segment.distinct_of(ordinal)?)
                 } else {
-                    entry.length
+                    segment.entry(ordinal)?.length
                 };
                 if pruning != Pruning::None && !ordered && !window.contains(x) {
                     continue;
                 }
-                if pruning == Pruning::Full && !bound(measure, len_q, delta1, x).meets(tau) {
-                    if ordered && x > len_q.saturating_sub(delta1) {
-                        // δ2 break: the bound only falls from here on.
-                        stats.pruned_by_bounds += inside - walked;
-                        break;
+                if !full {
+                    checked.insert(ordinal);
+                    self.verify_ordinal(segment, ordinal, query, measure, sink, stats)?;
+                } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
+                    candidates.insert(ordinal, (*weight, x));
+                } else if ordered && x > len_q.saturating_sub(delta1) {
+                    // δ2 break: the bound only falls from here on.
+                    stats.pruned_by_bounds += inside - walked;
+                    cut = Some(ordinal);
+                    break;
+                }
+            }
+            if let Some(cut) = cut {
+                // Candidates met earlier that this list holds past the cut
+                // still collect its weight.
+                for (&ordinal, c) in candidates.iter_mut() {
+                    if ordinal > cut && bitmap.contains(ordinal) {
+                        c.0 += *weight;
                     }
-                    continue;
-                }
-                checked.insert(ordinal);
-                if self.state.deleted.contains(&entry.id) {
-                    continue;
-                }
-                stats.candidates_verified += 1;
-                let overlap = measure.overlap(query, &segment.vector(ordinal)?);
-                if overlap.meets(tau) {
-                    out.push(Match { id: entry.id, overlap });
                 }
             }
             stats.postings_read += walked;
             delta1 += weight;
+        }
+        let mut candidates: Vec<(u32, (u64, u64))> = candidates.into_iter().collect();
+        candidates.sort_unstable_by_key(|c| c.0);
+        for (ordinal, (held, x)) in candidates {
+            if bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau) {
+                self.verify_ordinal(segment, ordinal, query, measure, sink, stats)?;
+            } else {
+                stats.pruned_by_bounds += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Verifies one segment document against the query, unless deleted.
+    fn verify_ordinal(
+        &self,
+        segment: &super::segment::Segment<super::mmap::SegmentBytes>,
+        ordinal: u32,
+        query: &SignatureVector,
+        measure: Similarity,
+        sink: &mut Sink,
+        stats: &mut QueryStats,
+    ) -> Result<(), IndexError> {
+        let id = segment.entry(ordinal)?.id;
+        if !self.state.deleted.contains(&id) {
+            stats.candidates_verified += 1;
+            sink.offer(id, measure.overlap(query, &segment.vector(ordinal)?));
         }
         Ok(())
     }
@@ -519,11 +634,20 @@ impl Searcher {
     ///
     /// # Errors
     /// As [`Searcher::query`].
+    ///
+    /// One pass of the threshold query whose threshold rises: once `k`
+    /// matches are held it becomes the k-th best similarity (rounded down
+    /// to a whole part per billion), so the δ1/δ2 bounds skip every
+    /// document that could no longer enter; a document as similar as the
+    /// k-th best is still verified, for the tie-break by id.
     pub fn top_k(&self, query: &SignatureVector, k: usize, tau_min: Threshold) -> Result<Vec<Match>, IndexError> {
-        let mut matches = self.query(query, tau_min)?;
-        matches.sort_by(|x, y| y.overlap.cmp_value(x.overlap).then(x.id.cmp(&y.id)));
-        matches.truncate(k);
-        Ok(matches)
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut sink = Sink { tau: tau_min, keep: Some(k), matches: Vec::new() };
+        self.run_query(query, Pruning::Full, &mut sink)?;
+        sink.settle(k);
+        Ok(sink.matches)
     }
 
     /// The shared signatures and similarity arithmetic of the documents
