@@ -28,6 +28,10 @@
 //! similarity is 6/10. The conditions here are derived from the bound above
 //! instead, and `tests/query.rs` keeps that example.
 //!
+//! With full pruning a document that passes the bound when first met does
+//! not get verified at once: it collects the weight `h` of every processed
+//! list that holds it, and after the walk its overlap is at most
+//! `min(x, h + L − δ1)`; only if that bound still meets τ is it verified.
 //! Every candidate that survives is verified once, against its stored
 //! vector, with [`Overlap::meets`](crate::Overlap::meets), the same
 //! comparison the brute-force oracle uses.
