@@ -88,6 +88,28 @@ impl std::ops::AddAssign for QueryStats {
 
 /// The bound on the similarity of a document of length `x` that shares
 /// none of the processed signatures (module documentation).
+/// The posting lists of a query's signatures in one source (a segment or
+/// the delta), each with its weight (1 under set Jaccard, the query
+/// frequency otherwise), and the summed weight of the signatures the source
+/// has no list for: those count as processed from the start (δ1), as no
+/// document there can share them.
+fn weighted_lists<L, E>(
+    query: &SignatureVector,
+    measure: Similarity,
+    mut lookup: impl FnMut(u64) -> Result<Option<L>, E>,
+) -> Result<(Vec<(L, u64)>, u64), E> {
+    let mut lists = Vec::new();
+    let mut absent = 0;
+    for (hash, freq) in query.iter() {
+        let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
+        match lookup(hash)? {
+            Some(list) => lists.push((list, weight)),
+            None => absent += weight,
+        }
+    }
+    Ok((lists, absent))
+}
+
 /// Where a query's verified documents go, and the threshold they must
 /// meet: fixed for a threshold query; for top-k, τ_min until `k` matches
 /// are held and then the k-th best similarity, rounded down to ppb (never
@@ -231,15 +253,8 @@ impl Searcher {
         }
         let index = super::delta::read(&self.state.delta_index);
         let len_q = measure.length(query);
-        let mut lists: Vec<(&[u64], u64)> = Vec::new();
-        let mut absent = 0u64;
-        for (hash, freq) in query.iter() {
-            let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
-            match index.posting(hash) {
-                Some(ids) => lists.push((ids, weight)),
-                None => absent += weight,
-            }
-        }
+        let Ok((mut lists, absent)) =
+            weighted_lists(query, measure, |hash| Ok::<_, std::convert::Infallible>(index.posting(hash)));
         lists.sort_by_key(|l| l.0.len());
         let full = pruning == Pruning::Full;
         // Documents done with: verified (without full pruning), outside
@@ -261,22 +276,25 @@ impl Searcher {
                     c.0 += weight;
                     continue;
                 }
-                if !seen.insert(id) {
+                if seen.contains(&id) {
                     continue;
                 }
-                let Some(doc) = delta.get(&id) else { continue };
+                let Some(doc) = delta.get(&id) else {
+                    seen.insert(id);
+                    continue;
+                };
                 let x = measure.length(&doc.vector);
                 if !window.contains(x) {
                     stats.pruned_by_window += 1;
-                    continue;
-                }
-                if !full {
+                    seen.insert(id);
+                } else if !full {
+                    seen.insert(id);
                     verify(id, &doc.vector, sink, stats);
                 } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
-                    seen.remove(&id);
                     candidates.insert(id, (weight, x));
                 } else {
                     stats.pruned_by_bounds += 1;
+                    seen.insert(id);
                 }
             }
             delta1 += weight;
@@ -316,21 +334,15 @@ impl Searcher {
             0..segment.doc_count()
         };
         let len_q = measure.length(query);
-        let mut lists: Vec<(u64, u64, PostingList)> = Vec::new();
-        // Query signatures no document of this segment has count as
-        // processed from the start: they add nothing to any overlap here.
-        let mut absent = 0u64;
-        for (hash, freq) in query.iter() {
-            let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
-            match segment.posting_list(hash)? {
-                Some(bitmap) => {
-                    let inside = bitmap.count_in(range.clone());
-                    stats.pruned_by_window += bitmap.len() - inside;
-                    lists.push((inside, weight, bitmap));
-                }
-                None => absent += weight,
-            }
-        }
+        let (found, absent) = weighted_lists(query, measure, |hash| segment.posting_list(hash))?;
+        let mut lists: Vec<(u64, u64, PostingList)> = found
+            .into_iter()
+            .map(|(bitmap, weight)| {
+                let inside = bitmap.count_in(range.clone());
+                stats.pruned_by_window += bitmap.len() - inside;
+                (inside, weight, bitmap)
+            })
+            .collect();
         // Ascending document frequency inside the window (Algorithm 1, line 5).
         lists.sort_by_key(|l| l.0);
         let full = pruning == Pruning::Full;

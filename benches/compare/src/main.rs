@@ -459,8 +459,7 @@ fn run_gaoya(dir: &Path) {
     let wanted: HashSet<u64> = sample(n).into_iter().collect();
     let mut times = Vec::new();
     for chunk in read_all() {
-        for (i, doc) in chunk.iter().filter(|(i, _)| wanted.contains(i)) {
-            let _ = i;
+        for (_, doc) in chunk.iter().filter(|(i, _)| wanted.contains(i)) {
             let signature = hasher.create_signature(word_shingles(std::str::from_utf8(doc).unwrap()).into_iter());
             let t = Instant::now();
             std::hint::black_box(index.query_owned(&signature));
