@@ -39,10 +39,20 @@ impl Similarity {
 
     /// The similarity of `a` (the query, for containment) to `b`.
     pub fn overlap(self, a: &SignatureVector, b: &SignatureVector) -> Overlap {
+        let (min_sum, shared) = intersect(a, b);
+        self.of_intersection(min_sum, shared, (a.total(), a.distinct()), (b.total(), b.distinct()))
+    }
+
+    /// The similarity of `a` (the query, for containment) to `b` from their
+    /// intersection (Σ min of frequencies, shared distinct signatures) and
+    /// each one's (|x|, distinct count): the arithmetic of
+    /// [`Similarity::overlap`], for callers that intersect stored vectors
+    /// in place.
+    pub(crate) fn of_intersection(self, min_sum: u64, shared: u64, a: (u64, u64), b: (u64, u64)) -> Overlap {
         match self {
-            Similarity::MultisetJaccard => multiset_jaccard(a, b),
-            Similarity::SetJaccard => set_jaccard(a, b),
-            Similarity::Containment => containment(a, b),
+            Similarity::MultisetJaccard => Overlap { num: min_sum, den: a.0 + b.0 - min_sum },
+            Similarity::SetJaccard => Overlap { num: shared, den: a.1 + b.1 - shared },
+            Similarity::Containment => Overlap { num: min_sum, den: a.0 },
         }
     }
 

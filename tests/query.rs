@@ -198,7 +198,7 @@ fn real_pages_at_several_thresholds() {
     assert!(stats.segments >= 2 && stats.pending > 0, "{stats:?}");
     let s = index.searcher().unwrap();
     let docs: Vec<(u64, &SignatureVector)> = vectors.iter().map(|(id, v)| (*id, v)).collect();
-    let (mut full_read, mut none_read, mut matches) = (0, 0, 0);
+    let (mut full_read, mut none_read, mut matches, mut skipped) = (0, 0, 0, 0);
     for tau in [0.3, 0.5, 0.8, 0.9, 1.0] {
         let tau = Threshold::new(tau).unwrap();
         for (_, q) in vectors.iter().step_by(13) {
@@ -208,11 +208,17 @@ fn real_pages_at_several_thresholds() {
             let (_, none) = s.query_with(q, tau, Pruning::None).unwrap();
             full_read += full.postings_read;
             none_read += none.postings_read;
+            skipped += full.lists_skipped;
+            assert_eq!(none.lists_skipped, 0, "without pruning every list is looked up");
             matches += got.len();
         }
     }
-    println!("real pages: {matches} matches; postings read with pruning {full_read}, without {none_read}");
+    println!(
+        "real pages: {matches} matches; postings read with pruning {full_read}, without {none_read}; \
+         segment look-ups skipped {skipped}"
+    );
     assert!(full_read * 2 < none_read, "pruning should at least halve the postings read");
+    assert!(skipped > 0, "the δ1 break should spare look-ups");
 }
 
 /// Connected components of `pairs` over `ids`, the slow obvious way.

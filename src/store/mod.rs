@@ -152,6 +152,9 @@ struct State {
     /// (`delta.rs`).
     delta_index: Arc<RwLock<DeltaIndex>>,
     deleted: Arc<BTreeSet<u64>>,
+    /// The segments' frequent-list estimates, summed (`query.rs`): built by
+    /// the first query that needs them, shared until the segments change.
+    ranks: Arc<std::sync::OnceLock<query::Ranks>>,
     /// For a read-only index: the catalog snapshot this state was loaded
     /// from. Another process's writer may commit at any time, so searchers
     /// share this one rather than beginning a newer one that would not
@@ -576,6 +579,7 @@ impl Index {
             delta_index: DeltaIndex::shared(&delta),
             delta: Arc::new(delta),
             deleted: Arc::clone(&guard.deleted),
+            ranks: Arc::default(),
             pinned: None,
         });
         drop(guard);
@@ -717,6 +721,7 @@ impl Index {
                 delta: Arc::clone(&guard.delta),
                 delta_index: Arc::clone(&guard.delta_index),
                 deleted: Arc::new(deleted),
+                ranks: Arc::default(),
                 pinned: None,
             });
         }
@@ -897,6 +902,7 @@ fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &
         delta_index: DeltaIndex::shared(&delta),
         delta: Arc::new(delta),
         deleted: Arc::new(deleted),
+        ranks: Arc::default(),
         pinned: None,
     })
 }
@@ -1122,6 +1128,7 @@ impl Writer<'_> {
                 delta: Arc::new(delta),
                 delta_index: Arc::clone(&guard.delta_index),
                 deleted: Arc::new(deleted),
+                ranks: Arc::clone(&guard.ranks),
                 pinned: None,
             });
             pending

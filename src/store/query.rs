@@ -28,6 +28,19 @@
 //! similarity is 6/10. The conditions here are derived from the bound above
 //! instead, and `tests/query.rs` keeps that example.
 //!
+//! # Which lists are looked up
+//!
+//! With full pruning a segment is not asked for every query signature: the
+//! signatures are visited in an index-wide rarity order (below), and only
+//! until the weight visited, listed or not, makes the δ1 break certain:
+//! the lists past that point would be skipped by the break anyway, so they
+//! are never looked up. Any order is exact; a rare-first order makes the
+//! looked-up prefix short lists. The order comes from [`Ranks`]: the
+//! summed lengths of every segment's longest lists (its *frequent* section,
+//! FORMAT.md §7); a signature not listed there counts as rarest, ties by
+//! hash. The looked-up lists are then walked in ascending length inside the
+//! window (Algorithm 1, line 5).
+//!
 //! With full pruning a document that passes the bound when first met does
 //! not get verified at once: it collects the weight `h` of every processed
 //! list that holds it, and after the walk its overlap is at most
@@ -58,6 +71,45 @@ pub enum Pruning {
     None,
 }
 
+/// Index-wide length estimates of the longest posting lists: each
+/// segment's frequent section, summed by hash. Only the order in which a
+/// query visits its signatures depends on them, never its answer.
+#[derive(Debug, Default)]
+pub(super) struct Ranks {
+    lengths: super::delta::MixMap<u64, u64>,
+}
+
+impl Ranks {
+    fn build<'s>(segments: impl Iterator<Item = &'s super::segment::Segment<super::mmap::SegmentBytes>>) -> Ranks {
+        let mut lengths = super::delta::MixMap::default();
+        for segment in segments {
+            for (hash, len) in segment.frequent() {
+                let sum: &mut u64 = lengths.entry(hash).or_default();
+                *sum = sum.saturating_add(len);
+            }
+        }
+        Ranks { lengths }
+    }
+
+    /// The query's signatures with their weights, rarest first: unlisted
+    /// signatures (in the query's hash order), then the listed ones by
+    /// estimated length, ties by hash.
+    fn order(&self, query: &SignatureVector, measure: Similarity) -> Vec<(u64, u64)> {
+        let mut order = Vec::with_capacity(query.distinct() as usize);
+        let mut listed = Vec::new();
+        for (hash, freq) in query.iter() {
+            let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
+            match self.lengths.get(&hash) {
+                Some(&length) => listed.push((length, hash, weight)),
+                None => order.push((hash, weight)),
+            }
+        }
+        listed.sort_unstable();
+        order.extend(listed.into_iter().map(|(_, hash, weight)| (hash, weight)));
+        order
+    }
+}
+
 /// What a query touched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueryStats {
@@ -74,6 +126,10 @@ pub struct QueryStats {
     /// Delta (unflushed) entries examined: posting entries walked, or
     /// without pruning every pending document.
     pub delta_scanned: u64,
+    /// Segment look-ups of query signatures never made, because the δ1
+    /// break was certain before their turn (their lists' entries are not
+    /// counted in `pruned_by_bounds`: nobody read their lengths).
+    pub lists_skipped: u64,
 }
 
 impl std::ops::AddAssign for QueryStats {
@@ -83,6 +139,7 @@ impl std::ops::AddAssign for QueryStats {
         self.pruned_by_window += o.pruned_by_window;
         self.pruned_by_bounds += o.pruned_by_bounds;
         self.delta_scanned += o.delta_scanned;
+        self.lists_skipped += o.lists_skipped;
     }
 }
 
@@ -108,6 +165,16 @@ fn weighted_lists<L, E>(
         }
     }
     Ok((lists, absent))
+}
+
+/// What every segment's part of one query shares.
+struct Plan<'q> {
+    query: &'q SignatureVector,
+    measure: Similarity,
+    window: LengthWindow,
+    pruning: Pruning,
+    /// With full pruning: the query's `(hash, weight)` in rarity order.
+    order: &'q [(u64, u64)],
 }
 
 /// Where a query's verified documents go, and the threshold they must
@@ -213,8 +280,15 @@ impl Searcher {
         // The window of the lowest threshold the sink can have: a rising
         // threshold only prunes more through the bounds.
         let window = LengthWindow::new(measure, len_q, sink.tau);
+        let order = if pruning == Pruning::Full && !self.state.segments.is_empty() {
+            let ranks = self.state.ranks.get_or_init(|| Ranks::build(self.state.segments.values().map(|l| &l.segment)));
+            ranks.order(query, measure)
+        } else {
+            Vec::new()
+        };
+        let plan = Plan { query, measure, window, pruning, order: &order };
         for loaded in self.state.segments.values() {
-            self.query_segment(&loaded.segment, query, measure, window, pruning, sink, &mut stats)?;
+            self.query_segment(&loaded.segment, &plan, sink, &mut stats)?;
         }
         self.query_delta(query, measure, window, pruning, sink, &mut stats);
         Ok(stats)
@@ -312,17 +386,14 @@ impl Searcher {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn query_segment(
         &self,
         segment: &super::segment::Segment<super::mmap::SegmentBytes>,
-        query: &SignatureVector,
-        measure: Similarity,
-        window: LengthWindow,
-        pruning: Pruning,
+        plan: &Plan<'_>,
         sink: &mut Sink,
         stats: &mut QueryStats,
     ) -> Result<(), IndexError> {
+        let &Plan { query, measure, window, pruning, order } = plan;
         // Ordinals are in ascending multiset length, so for the multiset
         // measures the window is an ordinal range and lists ascend in
         // length. Under set Jaccard the length is the distinct count, which
@@ -334,7 +405,28 @@ impl Searcher {
             0..segment.doc_count()
         };
         let len_q = measure.length(query);
-        let (found, absent) = weighted_lists(query, measure, |hash| segment.posting_list(hash))?;
+        let full = pruning == Pruning::Full;
+        let (found, absent) = if full {
+            // Look-ups in rarity order, only while the δ1 break is not yet
+            // certain: once the weight visited (found or absent) fails the
+            // bound, the walk below would break before any later list.
+            let (mut found, mut visited) = (Vec::new(), 0u64);
+            let mut absent = 0;
+            for (n, &(hash, weight)) in order.iter().enumerate() {
+                if !bound(measure, len_q, visited, len_q.saturating_sub(visited)).meets(sink.tau) {
+                    stats.lists_skipped += (order.len() - n) as u64;
+                    break;
+                }
+                match segment.posting_list(hash)? {
+                    Some(list) => found.push((list, weight)),
+                    None => absent += weight,
+                }
+                visited += weight;
+            }
+            (found, absent)
+        } else {
+            weighted_lists(query, measure, |hash| segment.posting_list(hash))?
+        };
         let mut lists: Vec<(u64, u64, PostingList)> = found
             .into_iter()
             .map(|(bitmap, weight)| {
@@ -345,7 +437,6 @@ impl Searcher {
             .collect();
         // Ascending document frequency inside the window (Algorithm 1, line 5).
         lists.sort_by_key(|l| l.0);
-        let full = pruning == Pruning::Full;
         // Without full pruning a document is verified when first met. With
         // it, a document whose bound meets τ when first met becomes a
         // candidate that collects the weight of every processed list
@@ -432,7 +523,7 @@ impl Searcher {
         let id = segment.entry(ordinal)?.id;
         if !self.state.deleted.contains(&id) {
             stats.candidates_verified += 1;
-            sink.offer(id, measure.overlap(query, &segment.vector(ordinal)?));
+            sink.offer(id, segment.overlap(ordinal, query, measure)?);
         }
         Ok(())
     }

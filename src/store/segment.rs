@@ -8,12 +8,15 @@
 use roaring::RoaringBitmap;
 
 use super::error::IndexError;
+use crate::similarity::{Overlap, Similarity};
 use crate::vector::SignatureVector;
 
 /// First eight bytes of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"NDXSEGMT";
 /// The segment format version this build writes and reads.
-pub const SEGMENT_VERSION: u32 = 1;
+pub const SEGMENT_VERSION: u32 = 2;
+/// The oldest segment format version this build reads.
+pub const SEGMENT_VERSION_MIN: u32 = 1;
 const HEADER_LEN: usize = 64;
 const TABLE_ENTRY_LEN: usize = 24;
 const DOC_ENTRY_LEN: usize = 24;
@@ -46,9 +49,20 @@ pub enum SectionKind {
     BandData = 11,
     /// `(document id, ordinal)` pairs sorted by id: look-up by id.
     IdIndex = 12,
+    /// `(hash, list length)` of the longest posting lists, sorted by hash:
+    /// the query's rarity order (format version 2).
+    Frequent = 13,
 }
 
-const SECTIONS: [SectionKind; 12] = [
+/// A posting list enters the frequent section when it holds at least this
+/// many ordinals...
+pub const FREQUENT_MIN: u64 = 8;
+/// ...and is among the longest `max(FREQUENT_FLOOR, K / 16)` lists of the
+/// segment's `K` keys (the section stays under 1/16 of the key and entry
+/// sections).
+pub const FREQUENT_FLOOR: usize = 1024;
+
+const SECTIONS: [SectionKind; 13] = [
     SectionKind::Docs,
     SectionKind::Lengths,
     SectionKind::Hashes,
@@ -61,7 +75,17 @@ const SECTIONS: [SectionKind; 12] = [
     SectionKind::BandOffsets,
     SectionKind::BandData,
     SectionKind::IdIndex,
+    SectionKind::Frequent,
 ];
+
+/// Sections in a segment of format `version`.
+fn section_count(version: u32) -> usize {
+    if version == 1 {
+        12
+    } else {
+        SECTIONS.len()
+    }
+}
 
 /// One document handed to the segment writer.
 #[derive(Debug, Clone)]
@@ -113,7 +137,19 @@ pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> 
             }
         }
     }
-    write_bitmap_table(postings, &mut sections, 4);
+    let mut frequent = write_bitmap_table(postings, &mut sections, 4);
+    frequent.retain(|&(_, len)| len >= FREQUENT_MIN);
+    let keys = sections[4].len() / 8;
+    let cap = FREQUENT_FLOOR.max(keys / 16);
+    if frequent.len() > cap {
+        frequent.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        frequent.truncate(cap);
+        frequent.sort_unstable();
+    }
+    for (hash, len) in frequent {
+        sections[12].extend_from_slice(&hash.to_le_bytes());
+        sections[12].extend_from_slice(&len.to_le_bytes());
+    }
     write_bitmap_table(band_buckets, &mut sections, 8);
     let mut by_id: Vec<(u64, u64)> = docs.iter().enumerate().map(|(o, d)| (d.id, o as u64)).collect();
     by_id.sort_unstable();
@@ -161,17 +197,20 @@ const INLINE: u64 = 1 << 63;
 /// `first + 1` and `first + 2`, from `(key, ordinal)` pairs in any order.
 /// A list of one ordinal is stored in its entry (most signatures occur in one
 /// document of a segment); longer lists as roaring bitmaps in the data
-/// section, the entry holding their offset.
-fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], first: usize) {
+/// section, the entry holding their offset. Returns every key with its list
+/// length, ascending by key.
+fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], first: usize) -> Vec<(u64, u64)> {
     pairs.sort_unstable();
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
     let mut data = Vec::new();
     let mut entries = Vec::new();
+    let mut lengths = Vec::new();
     let mut i = 0;
     while i < pairs.len() {
         let key = pairs[i].0;
         let run = pairs[i..].iter().take_while(|p| p.0 == key).count();
+        lengths.push((key, run as u64));
         sections[first].extend_from_slice(&key.to_le_bytes());
         if run == 1 {
             entries.extend_from_slice(&(INLINE | u64::from(pairs[i].1)).to_le_bytes());
@@ -187,6 +226,7 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], firs
     }
     sections[first + 1] = entries;
     sections[first + 2] = data;
+    lengths
 }
 
 /// A posting list: one ordinal, or a bitmap of several.
@@ -245,7 +285,61 @@ pub struct Segment<B: AsRef<[u8]>> {
     id: u64,
     doc_count: u32,
     bands: u32,
-    sections: [(usize, usize, u32); 12],
+    version: u32,
+    sections: [(usize, usize, u32); 13],
+    /// Built by the first posting-key look-up.
+    directory: std::sync::OnceLock<KeyDirectory>,
+}
+
+/// An in-memory radix directory over the posting keys: for each value of a
+/// hash's top bits, the index of the first key having them. Keys are hash
+/// values spread evenly over `u64`, so with about eight keys a bucket a
+/// look-up reads one directory entry and one or two cache lines of keys,
+/// where a search in a mapped section of millions of keys misses the cache
+/// and the TLB at each of its three or four probes. Half a byte a key,
+/// built in one sequential pass over the section. Over a damaged (unsorted)
+/// section it finds nothing wrong and may miss keys; `verify` finds the
+/// damage.
+struct KeyDirectory {
+    /// Bits of the hash that choose a bucket (0: one bucket).
+    bits: u32,
+    /// `2^bits + 1` bucket starts; empty when the section has more keys
+    /// than a `u32` counts (then look-ups search the section).
+    starts: Vec<u32>,
+}
+
+impl std::fmt::Debug for KeyDirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyDirectory({} bits)", self.bits)
+    }
+}
+
+impl KeyDirectory {
+    fn build(keys: &[u8]) -> KeyDirectory {
+        let n = keys.len() / 8;
+        if u32::try_from(n).is_err() {
+            return KeyDirectory { bits: 0, starts: Vec::new() };
+        }
+        let bits = (n / 8).max(1).ilog2();
+        let mut starts = vec![0u32; (1usize << bits) + 1];
+        for key in keys.chunks_exact(8) {
+            starts[Self::bucket(bits, le_u64(key, 0)) + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        KeyDirectory { bits, starts }
+    }
+
+    fn bucket(bits: u32, key: u64) -> usize {
+        key.checked_shr(64 - bits).unwrap_or(0) as usize
+    }
+
+    /// The index range of keys that share `key`'s bucket.
+    fn range(&self, key: u64) -> Option<std::ops::Range<usize>> {
+        let b = Self::bucket(self.bits, key);
+        Some(*self.starts.get(b)? as usize..*self.starts.get(b + 1)? as usize)
+    }
 }
 
 /// One document of a segment, by ordinal.
@@ -278,15 +372,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
             return Err(corrupt(60, "header checksum mismatch"));
         }
         let version = le_u32(data, 8);
-        if version != SEGMENT_VERSION {
+        if !(SEGMENT_VERSION_MIN..=SEGMENT_VERSION).contains(&version) {
             return Err(IndexError::Incompatible {
                 what: "segment",
                 found: version,
-                supported: SEGMENT_VERSION..=SEGMENT_VERSION,
+                supported: SEGMENT_VERSION_MIN..=SEGMENT_VERSION,
             });
         }
         let count = le_u32(data, 12) as usize;
-        if count != SECTIONS.len() {
+        if count != section_count(version) {
             return Err(corrupt(12, "unexpected section count"));
         }
         let id = le_u64(data, 16);
@@ -296,8 +390,10 @@ impl<B: AsRef<[u8]>> Segment<B> {
         if data.len() < table_end {
             return Err(corrupt(HEADER_LEN, "section table truncated"));
         }
-        let mut sections = [(0usize, 0usize, 0u32); 12];
-        for (i, kind) in SECTIONS.iter().enumerate() {
+        // A version 1 segment has no frequent section: it reads as empty.
+        let mut sections = [(0usize, 0usize, 0u32); 13];
+        let mut next = table_end;
+        for (i, kind) in SECTIONS.iter().take(count).enumerate() {
             let at = HEADER_LEN + i * TABLE_ENTRY_LEN;
             if le_u32(data, at) != *kind as u32 {
                 return Err(corrupt(at, "unexpected section kind"));
@@ -305,12 +401,26 @@ impl<B: AsRef<[u8]>> Segment<B> {
             let offset = le_u64(data, at + 8);
             let length = le_u64(data, at + 16);
             let end = offset.checked_add(length).filter(|&e| e <= data.len() as u64);
-            if end.is_none() || !offset.is_multiple_of(8) || offset < table_end as u64 {
+            let Some(end) = end.filter(|_| offset.is_multiple_of(8) && offset >= table_end as u64) else {
                 return Err(corrupt(at, "section outside the file"));
+            };
+            // Sections follow each other at the next 8-aligned offset.
+            if offset != align8(next) as u64 {
+                return Err(corrupt(at, "section not where the previous one ends"));
             }
+            next = end as usize;
             sections[i] = (offset as usize, length as usize, le_u32(data, at + 4));
         }
-        let segment = Segment { bytes, name: name.to_owned(), id, doc_count, bands, sections };
+        let segment = Segment {
+            bytes,
+            name: name.to_owned(),
+            id,
+            doc_count,
+            bands,
+            version,
+            sections,
+            directory: std::sync::OnceLock::new(),
+        };
         segment.check_shapes()?;
         Ok(segment)
     }
@@ -334,6 +444,9 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let buckets = self.section(SectionKind::BandKeys).len() / 8;
         expect(SectionKind::BandOffsets, buckets as u128 * 8)?;
         expect(SectionKind::IdIndex, docs as u128 * 16)?;
+        if !self.section(SectionKind::Frequent).len().is_multiple_of(16) {
+            return Err(self.corrupted(SectionKind::Frequent, 0, "frequent section is not whole entries"));
+        }
         if !self.section(SectionKind::Lengths).len().is_multiple_of(16) {
             return Err(self.corrupted(SectionKind::Lengths, 0, "length directory is not whole entries"));
         }
@@ -354,7 +467,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// # Errors
     /// [`IndexError::Corrupted`] naming the first section that fails.
     pub fn verify(&self) -> Result<(), IndexError> {
-        for kind in SECTIONS {
+        for kind in SECTIONS.into_iter().take(section_count(self.version)) {
             let crc = self.sections[kind as usize - 1].2;
             if crc32fast::hash(self.section(kind)) != crc {
                 return Err(self.corrupted(kind, 0, "section checksum mismatch"));
@@ -372,6 +485,14 @@ impl<B: AsRef<[u8]>> Segment<B> {
                 }
             }
         }
+        let mut previous = None;
+        for (i, (hash, len)) in self.frequent().enumerate() {
+            let actual = self.posting_list(hash)?.map_or(0, |l| l.len());
+            if previous.is_some_and(|p| p >= hash) || actual != len || len < FREQUENT_MIN {
+                return Err(self.corrupted(SectionKind::Frequent, i * 16, "frequent list disagrees with the postings"));
+            }
+            previous = Some(hash);
+        }
         for ordinal in 0..self.doc_count {
             let entry = self.entry(ordinal)?;
             if self.ordinal_of(entry.id)? != Some(ordinal) {
@@ -383,6 +504,19 @@ impl<B: AsRef<[u8]>> Segment<B> {
             }
         }
         Ok(())
+    }
+
+    /// The format version the segment was written in.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// `(hash, list length)` of the segment's longest posting lists (those
+    /// of at least [`FREQUENT_MIN`] ordinals, at most the longest
+    /// `max(FREQUENT_FLOOR, K / 16)`), ascending by hash; nothing for a
+    /// version 1 segment. Unverified: only the query order depends on it.
+    pub fn frequent(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.section(SectionKind::Frequent).chunks_exact(16).map(|e| (le_u64(e, 0), le_u64(e, 8)))
     }
 
     /// The segment id from the header.
@@ -447,6 +581,50 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(SignatureVector::from_pairs(pairs))
     }
 
+    /// The similarity of `query` to the document at `ordinal` under
+    /// `measure`, intersected in place (no vector is built): the query's
+    /// verification step.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the stored vector, as far as the
+    /// intersection reads it, is not strictly ascending with non-zero
+    /// frequencies.
+    pub fn overlap(&self, ordinal: u32, query: &SignatureVector, measure: Similarity) -> Result<Overlap, IndexError> {
+        let entry = self.entry(ordinal)?;
+        let (first, distinct) = (entry.first as usize, entry.distinct as usize);
+        let hashes = &self.section(SectionKind::Hashes)[first * 8..(first + distinct) * 8];
+        let freqs = &self.section(SectionKind::Freqs)[first * 4..(first + distinct) * 4];
+        let (qh, qf) = (query.hashes(), query.freqs());
+        let (mut i, mut j) = (0, 0);
+        let (mut min_sum, mut shared) = (0u64, 0u64);
+        let mut previous = None;
+        while i < qh.len() && j < distinct {
+            let hash = le_u64(hashes, j * 8);
+            if previous.is_some_and(|p| p >= hash) {
+                return Err(self.corrupted(SectionKind::Hashes, (first + j) * 8, "vector not strictly sorted"));
+            }
+            match qh[i].cmp(&hash) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => {
+                    previous = Some(hash);
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let freq = le_u32(freqs, j * 4);
+                    if freq == 0 {
+                        return Err(self.corrupted(SectionKind::Freqs, (first + j) * 4, "zero frequency"));
+                    }
+                    min_sum += u64::from(qf[i].min(freq));
+                    shared += 1;
+                    previous = Some(hash);
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        Ok(measure.of_intersection(min_sum, shared, (query.total(), query.distinct()), (entry.length, distinct as u64)))
+    }
+
     /// The band keys of the document at `ordinal` (empty when it has no
     /// signatures).
     ///
@@ -467,7 +645,10 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// # Errors
     /// [`IndexError::Corrupted`] when the stored bitmap does not decode.
     pub fn postings(&self, hash: u64) -> Result<Option<RoaringBitmap>, IndexError> {
-        self.lookup(SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData, hash)
+        match self.find_posting_key(hash) {
+            Some(i) => self.bitmap_at(SectionKind::PostingOffsets, SectionKind::PostingData, i).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// [`Segment::postings`] without building a bitmap for a one-document
@@ -476,12 +657,24 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// # Errors
     /// [`IndexError::Corrupted`] when the stored bitmap does not decode.
     pub fn posting_list(&self, hash: u64) -> Result<Option<PostingList>, IndexError> {
-        let Some(i) = self.find_key(SectionKind::PostingKeys, hash) else { return Ok(None) };
+        let Some(i) = self.find_posting_key(hash) else { return Ok(None) };
         let entry = le_u64(self.section(SectionKind::PostingOffsets), i * 8);
         if entry & INLINE != 0 && entry & !INLINE <= u64::from(u32::MAX) {
             return Ok(Some(PostingList::Single(entry as u32)));
         }
         self.bitmap_at(SectionKind::PostingOffsets, SectionKind::PostingData, i).map(|b| Some(PostingList::Bitmap(b)))
+    }
+
+    /// The position of `hash` among the posting keys, through the
+    /// directory.
+    fn find_posting_key(&self, hash: u64) -> Option<usize> {
+        let keys = self.section(SectionKind::PostingKeys);
+        let directory = self.directory.get_or_init(|| KeyDirectory::build(keys));
+        let Some(range) = directory.range(hash) else {
+            return self.find_key(SectionKind::PostingKeys, hash);
+        };
+        let bucket = keys.get(range.start * 8..range.end * 8)?;
+        bucket.chunks_exact(8).position(|k| le_u64(k, 0) == hash).map(|i| range.start + i)
     }
 
     /// The position of `key` in a sorted key section. Keys are hash values,
@@ -606,6 +799,7 @@ fn section_name(kind: SectionKind) -> &'static str {
         SectionKind::BandOffsets => "band offsets",
         SectionKind::BandData => "band data",
         SectionKind::IdIndex => "id index",
+        SectionKind::Frequent => "frequent lists",
     }
 }
 
@@ -692,13 +886,50 @@ mod tests {
     /// table after the header, sections 8-aligned with the sizes the
     /// header implies.
     #[test]
+    fn frequent_section_lists_the_longest_lists() {
+        // 2,000 keys held by 16 documents each, and keys 1,500..1,600 by
+        // four more: the cap is max(1,024, 2,000 / 16) = 1,024 lists, the
+        // longest first, ties by smaller hash.
+        let mut docs: Vec<SegmentDoc> = (0..16)
+            .map(|id| SegmentDoc {
+                id,
+                vector: SignatureVector::from_pairs((0..2000).map(|h| (h, 1))),
+                band_keys: vec![1, 2],
+            })
+            .collect();
+        docs.extend((16..20).map(|id| SegmentDoc {
+            id,
+            vector: SignatureVector::from_pairs((1500..1600).map(|h| (h, 1))),
+            band_keys: vec![1, 2],
+        }));
+        docs.push(SegmentDoc { id: 99, vector: SignatureVector::from_pairs([(5000, 1)]), band_keys: vec![3, 4] });
+        let bytes = build_segment(1, 2, docs);
+        let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        segment.verify().unwrap();
+        let frequent: Vec<(u64, u64)> = segment.frequent().collect();
+        let mut expected: Vec<(u64, u64)> = (1500..1600)
+            .map(|h| (h, 20))
+            .chain((0..2000).filter(|h| !(1500..1600).contains(h)).map(|h| (h, 16)))
+            .take(FREQUENT_FLOOR)
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(frequent, expected);
+        assert_eq!(
+            segment.posting_list(5000).unwrap(),
+            Some(PostingList::Single(0)),
+            "the shortest document is ordinal 0"
+        );
+        assert_eq!(segment.posting_list(4999).unwrap(), None);
+    }
+
+    #[test]
     fn layout_matches_format_md() {
         let bytes = build_segment(0x0102_0304_0506_0708, 2, docs());
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
         assert_eq!(&bytes[0..8], b"NDXSEGMT");
-        assert_eq!(u32_at(8), 1);
-        assert_eq!(u32_at(12), 12);
+        assert_eq!(u32_at(8), 2);
+        assert_eq!(u32_at(12), 13);
         assert_eq!(u64_at(16), 0x0102_0304_0506_0708);
         assert_eq!(u32_at(24), 4);
         assert_eq!(u32_at(28), 2);
@@ -707,8 +938,8 @@ mod tests {
         assert_eq!(u32_at(60), crc32fast::hash(&bytes[..60]));
         let (n, e, k, b) = (4u64, 6u64, 4u64, 4u64); // docs, entries, distinct hashes {1,5,9,12}, band keys {1,2,3,7}; lengths {0,1,3}
         let expected_sizes =
-            [24 * n, 16 * 3, 8 * e, 4 * e, 8 * k, 8 * k, u64::MAX, 8 * 2 * n, 8 * b, 8 * b, u64::MAX, 16 * n];
-        let mut previous_end = 352u64;
+            [24 * n, 16 * 3, 8 * e, 4 * e, 8 * k, 8 * k, u64::MAX, 8 * 2 * n, 8 * b, 8 * b, u64::MAX, 16 * n, 0];
+        let mut previous_end = 376u64;
         for (i, expected) in expected_sizes.into_iter().enumerate() {
             let at = 64 + i * 24;
             assert_eq!(u32_at(at), i as u32 + 1, "kind of entry {i}");

@@ -5,6 +5,7 @@
 //! ```text
 //! neardex-compare gen N DIR                 pages.bin + text.txt for pages 0..N
 //! neardex-compare neardex DIR SCHEME        durable ingest, queries, all pairs (SCHEME: shingles|spotsigs)
+//! neardex-compare requery DIR SCHEME        queries and all pairs again on the index `neardex` left
 //! neardex-compare prefix DIR SCHEME         prefix-filter join on neardex's signatures
 //! neardex-compare gaoya DIR                 gaoya MinHash LSH on word 3-shingles
 //! neardex-compare score TRUTH PAIRS         recall and precision of PAIRS against TRUTH
@@ -47,6 +48,7 @@ fn main() {
     match arg(0) {
         "gen" => generate(arg(1).parse().unwrap_or_else(|_| usage()), Path::new(arg(2))),
         "neardex" => run_neardex(Path::new(arg(1)), scheme(arg(2))),
+        "requery" => requery(Path::new(arg(1)), scheme(arg(2))),
         "prefix" => prefix::run(Path::new(arg(1)), scheme(arg(2))),
         "gaoya" => run_gaoya(Path::new(arg(1))),
         "score" => score(Path::new(arg(1)), Path::new(arg(2))),
@@ -56,7 +58,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: neardex-compare gen N DIR | neardex DIR SCHEME | prefix DIR SCHEME | gaoya DIR | score TRUTH PAIRS"
+        "usage: neardex-compare gen N DIR | neardex DIR SCHEME | requery DIR SCHEME | prefix DIR SCHEME | gaoya DIR | score TRUTH PAIRS"
     );
     std::process::exit(2)
 }
@@ -319,6 +321,53 @@ fn score(truth: &Path, found: &Path) {
 
 fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir).map(|d| d.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0)
+}
+
+/// The query and all-pairs part of `neardex` again, on the index a
+/// previous `neardex` run left (read-only): for profiling the query path
+/// without re-ingesting. The sample's vectors come from the index.
+fn requery(dir: &Path, scheme: Scheme) {
+    let tau = Threshold::new(TAU).unwrap();
+    let index = Index::open_read_only(dir.join(format!("neardex-{}", scheme.name()))).unwrap();
+    let searcher = index.searcher().unwrap();
+    let n = searcher.len();
+    let first = searcher.get("0").unwrap().expect("page 0 is stored").id;
+    let queries: Vec<_> = sample(n).iter().map(|i| searcher.get(&i.to_string()).unwrap().unwrap().vector).collect();
+    // Twice: the first pass maps pages and builds directories (cold), the
+    // second is a long-running process's steady state (warm).
+    let mut passes = Vec::new();
+    let mut found = 0;
+    for _ in 0..2 {
+        let mut times = Vec::new();
+        found = 0;
+        for q in &queries {
+            let t = Instant::now();
+            found += searcher.query(q, tau).unwrap().len();
+            times.push(t.elapsed().as_secs_f64());
+        }
+        passes.push(percentiles(times));
+    }
+    let ((cold50, cold99), (p50, p99)) = (passes[0], passes[1]);
+    let mut stats = neardex::store::QueryStats::default();
+    for q in &queries {
+        stats += searcher.query_with(q, tau, neardex::store::Pruning::Full).unwrap().1;
+    }
+    eprintln!("per query over {} queries: {stats:?}", queries.len());
+    let skip_join = std::env::var_os("NO_JOIN").is_some();
+    let start = Instant::now();
+    let mut pairs = Vec::new();
+    if !skip_join {
+        searcher.self_join(tau, |p| pairs.push(((p.a - first) as u32, (p.b - first) as u32))).unwrap();
+        write_pairs(&dir.join(format!("pairs-requery-{}.txt", scheme.name())), &pairs);
+    }
+    println!(
+        "{{\"tool\": \"requery-{}\", \"documents\": {n}, \"found\": {found}, \"cold_query_p50_us\": {cold50:.1}, \
+         \"cold_query_p99_us\": {cold99:.1}, \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"all_pairs_seconds\": {:.2}, \"pairs\": {}, \"peak_rss_bytes\": {}}}",
+        scheme.name(),
+        start.elapsed().as_secs_f64(),
+        pairs.len(),
+        peak_rss()
+    );
 }
 
 fn run_neardex(dir: &Path, scheme: Scheme) {
