@@ -44,9 +44,20 @@ pub fn segment_open(data: &[u8]) {
             let _ = segment.ordinal_of(entry.id);
         }
     }
-    for key in [0, 1, 5, 9, u64::MAX] {
+    let frequent: Vec<u64> = segment.frequent().map(|(hash, _)| hash).take(8).collect();
+    for key in [0, 1, 5, 9, u64::MAX].into_iter().chain(frequent) {
         let _ = segment.postings(key);
         let _ = segment.band_bucket(key);
+        if let Ok(Some(list)) = segment.posting_list(key) {
+            let _ = list.len();
+            let _ = list.contains(3);
+            let _ = list.count_in(1..segment.doc_count());
+            let _ = list.iter_in(0..segment.doc_count()).take(10_000).count();
+        }
+    }
+    let query = crate::vector::SignatureVector::from_pairs([(1, 2), (5, 1), (9, 3)]);
+    for ordinal in 0..segment.doc_count().min(64) {
+        let _ = segment.overlap(ordinal, &query, crate::similarity::Similarity::MultisetJaccard);
     }
     let _ = segment.length_range(0, u64::MAX);
     let _ = segment.length_range(3, 2);

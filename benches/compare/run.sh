@@ -31,13 +31,21 @@ if [ ! -f "$work/corpus.json" ]; then
     "$bin" gen "$docs" "$work" >&2
 fi
 results=$work/results.jsonl
-: > "$results"
+# COMPARE_APPEND=1 keeps earlier results (tools run in several invocations,
+# e.g. at 1,000,000 pages); scores are recomputed from the pair files.
+if [ -z "${COMPARE_APPEND:-}" ]; then
+    : > "$results"
+else
+    grep -v '"score"' "$results" > "$results.tmp" 2>/dev/null || true
+    mv "$results.tmp" "$results"
+fi
 record() { # run tool... : one JSON line, tagged with the run
     local run=$1; shift
     echo "run $run: $*" >&2
     "$@" | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r['run']=$run; print(json.dumps(r))" >> "$results"
 }
-# COMPARE_TOOLS picks tools (default: all), e.g. COMPARE_TOOLS="neardex gaoya".
+# COMPARE_TOOLS picks tools (default: all), e.g. COMPARE_TOOLS="neardex gaoya";
+# with COMPARE_APPEND=1 their results join those of earlier invocations.
 tools=${COMPARE_TOOLS:-prefix neardex gaoya rensa datasketch}
 wants() { [[ " $tools " == *" $1 "* ]]; }
 for run in $(seq 1 "$runs"); do

@@ -20,6 +20,7 @@ mod error;
 mod memory;
 mod mmap;
 mod query;
+mod roaring_view;
 pub mod segment;
 mod storage;
 

@@ -8,6 +8,7 @@
 use roaring::RoaringBitmap;
 
 use super::error::IndexError;
+use super::roaring_view::RoaringView;
 use crate::similarity::{Overlap, Similarity};
 use crate::vector::SignatureVector;
 
@@ -229,16 +230,36 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], firs
     lengths
 }
 
-/// A posting list: one ordinal, or a bitmap of several.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PostingList {
+/// A posting list: one ordinal, or a bitmap of several read in place.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PostingList<'a> {
     /// A signature that occurs in one document of the segment.
     Single(u32),
     /// Ordinals in ascending order.
-    Bitmap(RoaringBitmap),
+    Bitmap(RoaringView<'a>),
 }
 
-impl PostingList {
+/// The ordinals of a [`PostingList`] in a range.
+#[derive(Debug, Clone)]
+pub enum PostingIter<'a> {
+    /// At most the one ordinal.
+    Single(Option<u32>),
+    /// A bitmap's ordinals.
+    Bitmap(super::roaring_view::Iter<'a>),
+}
+
+impl Iterator for PostingIter<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        match self {
+            PostingIter::Single(o) => o.take(),
+            PostingIter::Bitmap(i) => i.next(),
+        }
+    }
+}
+
+impl<'a> PostingList<'a> {
     /// Number of ordinals.
     pub fn len(&self) -> u64 {
         match self {
@@ -264,15 +285,15 @@ impl PostingList {
     pub fn count_in(&self, range: std::ops::Range<u32>) -> u64 {
         match self {
             PostingList::Single(o) => u64::from(range.contains(o)),
-            PostingList::Bitmap(b) => b.range_cardinality(range),
+            PostingList::Bitmap(b) => b.count_in(range),
         }
     }
 
     /// The ordinals in `range`, ascending.
-    pub fn iter_in(&self, range: std::ops::Range<u32>) -> Box<dyn Iterator<Item = u32> + '_> {
+    pub fn iter_in(&self, range: std::ops::Range<u32>) -> PostingIter<'a> {
         match self {
-            PostingList::Single(o) => Box::new(range.contains(o).then_some(*o).into_iter()),
-            PostingList::Bitmap(b) => Box::new(b.range(range)),
+            PostingList::Single(o) => PostingIter::Single(range.contains(o).then_some(*o)),
+            PostingList::Bitmap(b) => PostingIter::Bitmap(b.iter_in(range)),
         }
     }
 }
@@ -651,18 +672,28 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
     }
 
-    /// [`Segment::postings`] without building a bitmap for a one-document
-    /// list (most lists): the query's hot path.
+    /// [`Segment::postings`] without building a bitmap: a one-document
+    /// list (most lists) from its entry, longer ones read in place (the
+    /// query's hot path).
     ///
     /// # Errors
-    /// [`IndexError::Corrupted`] when the stored bitmap does not decode.
-    pub fn posting_list(&self, hash: u64) -> Result<Option<PostingList>, IndexError> {
+    /// [`IndexError::Corrupted`] when the stored bitmap's headers are
+    /// malformed.
+    pub fn posting_list(&self, hash: u64) -> Result<Option<PostingList<'_>>, IndexError> {
         let Some(i) = self.find_posting_key(hash) else { return Ok(None) };
-        let entry = le_u64(self.section(SectionKind::PostingOffsets), i * 8);
-        if entry & INLINE != 0 && entry & !INLINE <= u64::from(u32::MAX) {
+        let (offsets, data) = (SectionKind::PostingOffsets, SectionKind::PostingData);
+        let entry = le_u64(self.section(offsets), i * 8);
+        if entry & INLINE != 0 {
+            if entry & !INLINE > u64::from(u32::MAX) {
+                return Err(self.corrupted(offsets, i * 8, "inline entry holds more than an ordinal"));
+            }
             return Ok(Some(PostingList::Single(entry as u32)));
         }
-        self.bitmap_at(SectionKind::PostingOffsets, SectionKind::PostingData, i).map(|b| Some(PostingList::Bitmap(b)))
+        let bytes = self.section(data);
+        let slice = bytes.get(entry as usize..).filter(|_| entry < bytes.len() as u64);
+        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * 8, "bitmap offset out of range"))?;
+        let view = RoaringView::parse(slice).map_err(|reason| self.corrupted(data, entry as usize, reason))?;
+        Ok(Some(PostingList::Bitmap(view)))
     }
 
     /// The position of `hash` among the posting keys, through the
