@@ -564,7 +564,7 @@ impl Index {
             meta.insert("next_segment_id", (segment_id + 1).to_le_bytes().as_slice())
                 .map_err(redb_err("writing meta"))?;
         }
-        let loaded = Arc::new(open_segment(&*self.storage, segment_id)?);
+        let loaded = Arc::new(open_written_segment(&*self.storage, segment_id)?);
         let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
         txn.commit().map_err(redb_err("committing the flush"))?;
         let mut segments = guard.segments.clone();
@@ -679,7 +679,7 @@ impl Index {
                 byte_len: bytes.len() as u64,
                 file_crc: crc32fast::hash(&bytes),
             };
-            Some((record, Arc::new(open_segment(&*self.storage, new_id)?)))
+            Some((record, Arc::new(open_written_segment(&*self.storage, new_id)?)))
         };
         let txn = self.catalog.begin_write()?;
         let loaded = match written {
@@ -840,6 +840,17 @@ fn open_segment(storage: &dyn Storage, id: u64) -> Result<LoadedSegment, IndexEr
     let name = segment_file_name(id);
     let bytes = storage.map(&name).map_err(IndexError::io(format!("opening {name}")))?;
     Ok(LoadedSegment { segment: Segment::parse(bytes, &name)? })
+}
+
+/// [`open_segment`] for a segment this writer just wrote: its key directory
+/// is built now, while the file's pages are in the page cache, so that no
+/// query after a flush or merge pays for it (an index opened from disk
+/// builds each directory at its segment's first look-up instead, keeping
+/// the open fast and small).
+fn open_written_segment(storage: &dyn Storage, id: u64) -> Result<LoadedSegment, IndexError> {
+    let loaded = open_segment(storage, id)?;
+    loaded.segment.prepare_lookups();
+    Ok(loaded)
 }
 
 /// The state of the latest commit, reusing `old`'s mapped segments. A

@@ -391,6 +391,18 @@ impl Iterator for Iter<'_> {
     }
 }
 
+/// A small deterministic generator for this module's and the segment's
+/// tests (xorshift64).
+#[cfg(test)]
+pub(super) fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,13 +451,7 @@ mod tests {
 
     #[test]
     fn random_bitmaps_read_like_the_crate() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         for round in 0..200 {
             let spread = [300u64, 70_000, 1 << 20][round % 3];
             let n = next() % 6_000;
