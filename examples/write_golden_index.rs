@@ -1,10 +1,11 @@
-//! Writes the golden index of the current format version into
-//! `tests/data/golden-v1/` (run only when a new format version is created;
-//! the test `tests/golden_index.rs` keeps the checked-in one opening and
-//! answering identically forever).
+//! Writes the golden index of the current segment format version into
+//! `tests/data/golden-vN/` (N = `SEGMENT_VERSION`; run only when a new format
+//! version is created; the test `tests/golden_index.rs` keeps every
+//! checked-in one opening and answering identically forever). The documents
+//! are the same for every version.
 //!
 //! Run: `cargo run --example write_golden_index`
-use neardex::store::{Document, Index, IndexOptions, Metadata};
+use neardex::store::{Document, Index, IndexOptions, Metadata, SEGMENT_VERSION};
 use neardex::SignatureConfig;
 
 /// The documents of the golden index: (key, text, url). Shared with the test
@@ -12,7 +13,7 @@ use neardex::SignatureConfig;
 const DOCS: &[(&str, &str, &str)] = include!("../tests/data/golden-v1-docs.in");
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-v1");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/golden-v{SEGMENT_VERSION}"));
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }

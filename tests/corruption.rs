@@ -29,8 +29,11 @@ struct Answers {
     queries: Vec<Matches>,
 }
 
-fn golden() -> MemStorage {
-    MemStorage::load_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-v1")).unwrap()
+/// The golden index of segment format `version` (the catalog format is the
+/// same in both).
+fn golden(version: u32) -> MemStorage {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/golden-v{version}"));
+    MemStorage::load_dir(dir).unwrap()
 }
 
 fn answers(storage: Arc<dyn Storage>) -> Result<Answers, IndexError> {
@@ -95,8 +98,8 @@ fn stride() -> u64 {
 
 /// Flips every `stride`-th bit among `bits` of `file`, and truncates it at
 /// every length in `lengths`.
-fn sweep(file: &str, bits: Vec<u64>, lengths: Vec<u64>) -> Tally {
-    let base = golden();
+fn sweep(version: u32, file: &str, bits: Vec<u64>, lengths: Vec<u64>) -> Tally {
+    let base = golden(version);
     let reference = answers(Arc::new(base.deep_copy())).expect("the golden index answers");
     let original = base.read_file(file).unwrap();
     let flips = bits.par_iter().map(|&bit| {
@@ -114,16 +117,21 @@ fn sweep(file: &str, bits: Vec<u64>, lengths: Vec<u64>) -> Tally {
 
 #[test]
 fn every_bit_flip_and_truncation_of_the_segment_is_detected() {
-    let len = golden().read_file(SEGMENT).unwrap().len() as u64;
-    let bits: Vec<u64> = (0..len * 8).step_by(stride() as usize).collect();
-    let tally = sweep(SEGMENT, bits, (0..len).collect());
-    eprintln!("segment: {} trials, {} detected, {} harmless", tally.trials, tally.detected, tally.harmless);
-    assert_eq!(tally.harmless, 0, "every byte of a segment is checked");
+    for version in [1, 2] {
+        let len = golden(version).read_file(SEGMENT).unwrap().len() as u64;
+        let bits: Vec<u64> = (0..len * 8).step_by(stride() as usize).collect();
+        let tally = sweep(version, SEGMENT, bits, (0..len).collect());
+        eprintln!(
+            "segment (format {version}): {} trials, {} detected, {} harmless",
+            tally.trials, tally.detected, tally.harmless
+        );
+        assert_eq!(tally.harmless, 0, "every byte of a format {version} segment is checked");
+    }
 }
 
 #[test]
 fn every_bit_flip_and_truncation_of_the_catalog_is_detected_or_harmless() {
-    let base = golden();
+    let base = golden(1);
     let probe = FaultStorage::new(base.deep_copy(), Fault::None);
     answers(Arc::new(probe.clone())).unwrap();
     let ranges = probe.read_ranges(CATALOG);
@@ -131,7 +139,7 @@ fn every_bit_flip_and_truncation_of_the_catalog_is_detected_or_harmless() {
     let len = base.read_file(CATALOG).unwrap().len() as u64;
     let bits: Vec<u64> = ranges.iter().flat_map(|r| r.start * 8..r.end * 8).step_by(stride() as usize).collect();
     let lengths: Vec<u64> = (0..len).step_by(stride() as usize).collect();
-    let tally = sweep(CATALOG, bits, lengths);
+    let tally = sweep(1, CATALOG, bits, lengths);
     eprintln!(
         "catalog: {len} bytes, {read} of them read; {} trials, {} detected, {} harmless",
         tally.trials, tally.detected, tally.harmless

@@ -1,6 +1,8 @@
-//! The golden index of format version 1 (`tests/data/golden-v1/`, written
-//! once by `examples/write_golden_index.rs`) must keep opening and answering
-//! identically: its documents, metadata, vectors, and an exact query.
+//! The golden indexes of segment format versions 1 and 2
+//! (`tests/data/golden-v1/`, `golden-v2/`, each written once by
+//! `examples/write_golden_index.rs` from the same documents) must keep
+//! opening and answering identically: their documents, metadata, vectors,
+//! and an exact query.
 
 use neardex::store::Index;
 use neardex::{SignatureConfig, Signer, Threshold};
@@ -10,8 +12,8 @@ const DOCS: &[(&str, &str, &str)] = include!("data/golden-v1-docs.in");
 /// A copy of the golden index in a temporary directory (opening for writing
 /// creates a lock file and may clean up; the checked-in files stay as they
 /// are).
-fn golden_copy() -> tempfile::TempDir {
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-v1");
+fn golden_copy(version: u32) -> tempfile::TempDir {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/golden-v{version}"));
     let dir = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(&source).unwrap() {
         let entry = entry.unwrap();
@@ -22,7 +24,18 @@ fn golden_copy() -> tempfile::TempDir {
 
 #[test]
 fn golden_index_v1_opens_and_answers_identically() {
-    let dir = golden_copy();
+    opens_and_answers_identically(1);
+}
+
+#[test]
+fn golden_index_v2_opens_and_answers_identically() {
+    opens_and_answers_identically(2);
+}
+
+fn opens_and_answers_identically(version: u32) {
+    let dir = golden_copy(version);
+    let segment = std::fs::read(dir.path().join("seg-0000000000000001.nds")).unwrap();
+    assert_eq!(u32::from_le_bytes(segment[8..12].try_into().unwrap()), version, "segment format version");
     let signer = Signer::new(SignatureConfig::default()).unwrap();
     for index in [Index::open_read_only(dir.path()).unwrap(), Index::open(dir.path()).unwrap()] {
         index.verify().unwrap();

@@ -32,12 +32,14 @@ fn child_writer() {
     }
 }
 
-fn spawn_child(dir: &std::path::Path) -> std::process::Child {
+/// Spawns a child writer on `dir`; its stderr goes to `stderr` (a file, so
+/// that a child that dies early can say why without blocking on a pipe).
+fn spawn_child(dir: &std::path::Path, stderr: &std::path::Path) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(stderr).expect("child stderr file"))
         .spawn()
         .expect("spawn child writer")
 }
@@ -50,13 +52,19 @@ fn acknowledged(lines: &mut impl Iterator<Item = String>, count: usize) -> Vec<S
 #[test]
 fn writer_in_another_process_locks_and_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
     Index::create(dir.path(), SignatureConfig::default()).unwrap();
     for trial in 0..5 {
-        let mut child = spawn_child(dir.path());
+        let stderr = logs.path().join(format!("child-{trial}.stderr"));
+        let mut child = spawn_child(dir.path(), &stderr);
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut lines = stdout.lines().map_while(Result::ok);
         let seen = acknowledged(&mut lines, 5 + trial * 3);
-        assert_eq!(seen.len(), 5 + trial * 3, "child stopped early");
+        if seen.len() != 5 + trial * 3 {
+            let _ = child.wait();
+            let said = std::fs::read_to_string(&stderr).unwrap_or_default();
+            panic!("trial {trial}: child stopped after {} acknowledgements; its stderr:\n{said}", seen.len());
+        }
 
         // A second writer is refused while the child holds the index.
         assert!(matches!(Index::open(dir.path()), Err(IndexError::Locked { .. })));
