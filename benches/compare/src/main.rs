@@ -353,6 +353,9 @@ fn requery(dir: &Path, scheme: Scheme) {
         stats += searcher.query_with(q, tau, neardex::store::Pruning::Full).unwrap().1;
     }
     eprintln!("per query over {} queries: {stats:?}", queries.len());
+    if std::env::var_os("REQUERY_DETAIL").is_some() {
+        requery_detail(&searcher, &queries, scheme);
+    }
     let skip_join = std::env::var_os("NO_JOIN").is_some();
     let start = Instant::now();
     let mut pairs = Vec::new();
@@ -368,6 +371,64 @@ fn requery(dir: &Path, scheme: Scheme) {
         pairs.len(),
         peak_rss()
     );
+}
+
+/// Issue 4's latency table on an existing index: at τ = 0.5, 0.8 and 0.9,
+/// p50/p99 of the exact query with full pruning (the sample, warm: second
+/// pass), with the length window only and with no pruning (the first 100
+/// sample pages), and the brute-force scan (the first 5, every live vector
+/// compared; one scan serves the three thresholds). One JSON line per τ.
+fn requery_detail(searcher: &neardex::store::Searcher, queries: &[neardex::SignatureVector], scheme: Scheme) {
+    use neardex::store::Pruning;
+    let measure = scheme.config().similarity;
+    let taus = [0.5, 0.8, 0.9];
+    let mut brute = [Vec::new(), Vec::new(), Vec::new()];
+    for q in queries.iter().take(5) {
+        let t = Instant::now();
+        let mut found = [0usize; 3];
+        searcher
+            .for_each_live(|_, d| {
+                let overlap = measure.overlap(q, d);
+                for (i, &tau) in taus.iter().enumerate() {
+                    found[i] += usize::from(overlap.meets(Threshold::new(tau).unwrap()));
+                }
+            })
+            .unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        for (i, b) in brute.iter_mut().enumerate() {
+            b.push((secs, found[i]));
+        }
+    }
+    for (i, &tau) in taus.iter().enumerate() {
+        let threshold = Threshold::new(tau).unwrap();
+        let time = |pruning: Pruning, sample: &[neardex::SignatureVector], passes: usize| {
+            let mut times = Vec::new();
+            for _ in 0..passes {
+                times.clear();
+                for q in sample {
+                    let t = Instant::now();
+                    searcher.query_with(q, threshold, pruning).unwrap();
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            percentiles(times)
+        };
+        let (full50, full99) = time(Pruning::Full, queries, 2);
+        let few = &queries[..queries.len().min(100)];
+        let (window50, window99) = time(Pruning::WindowOnly, few, 1);
+        let (none50, none99) = time(Pruning::None, few, 1);
+        // Exactness spot check: the indexed query finds what the scan found.
+        for (q, &(_, found)) in queries.iter().zip(&brute[i]) {
+            assert_eq!(searcher.query(q, threshold).unwrap().len(), found, "indexed query differs from the scan");
+        }
+        let (brute50, _) = percentiles(brute[i].iter().map(|b| b.0).collect());
+        println!(
+            "{{\"tool\": \"requery-detail-{}\", \"tau\": {tau}, \"full_p50_us\": {full50:.1}, \"full_p99_us\": {full99:.1}, \
+             \"window_p50_us\": {window50:.1}, \"window_p99_us\": {window99:.1}, \"none_p50_us\": {none50:.1}, \
+             \"none_p99_us\": {none99:.1}, \"brute_p50_us\": {brute50:.1}}}",
+            scheme.name()
+        );
+    }
 }
 
 fn run_neardex(dir: &Path, scheme: Scheme) {
