@@ -97,8 +97,7 @@ impl Ranks {
     fn order(&self, query: &SignatureVector, measure: Similarity) -> Vec<(u64, u64)> {
         let mut order = Vec::with_capacity(query.distinct() as usize);
         let mut listed = Vec::new();
-        for (hash, freq) in query.iter() {
-            let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
+        for (hash, weight) in weights(query, measure) {
             match self.lengths.get(&hash) {
                 Some(&length) => listed.push((length, hash, weight)),
                 None => order.push((hash, weight)),
@@ -143,28 +142,45 @@ impl std::ops::AddAssign for QueryStats {
     }
 }
 
-/// The bound on the similarity of a document of length `x` that shares
-/// none of the processed signatures (module documentation).
-/// The posting lists of a query's signatures in one source (a segment or
-/// the delta), each with its weight (1 under set Jaccard, the query
-/// frequency otherwise), and the summed weight of the signatures the source
-/// has no list for: those count as processed from the start (δ1), as no
-/// document there can share them.
+/// A query's `(hash, weight)` pairs in hash order: the weight of a
+/// signature is 1 under set Jaccard and its query frequency otherwise.
+fn weights(query: &SignatureVector, measure: Similarity) -> impl Iterator<Item = (u64, u64)> + '_ {
+    query.iter().map(move |(hash, freq)| (hash, if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) }))
+}
+
+/// What a source (a segment or the delta) holds for a query's signatures.
+struct WeightedLists<L> {
+    /// Each list found, with its signature's weight.
+    lists: Vec<(L, u64)>,
+    /// The summed weight of the signatures it has no list for: those count
+    /// as processed from the start (δ1), as no document there can share
+    /// them.
+    absent: u64,
+    /// Signatures not looked up: the δ1 break was certain before their turn.
+    skipped: u64,
+}
+
+/// Looks `signatures` up in the given order, until `enough` says, given
+/// the weight visited so far, that the δ1 break is certain.
 fn weighted_lists<L, E>(
-    query: &SignatureVector,
-    measure: Similarity,
+    signatures: &[(u64, u64)],
+    mut enough: impl FnMut(u64) -> bool,
     mut lookup: impl FnMut(u64) -> Result<Option<L>, E>,
-) -> Result<(Vec<(L, u64)>, u64), E> {
-    let mut lists = Vec::new();
-    let mut absent = 0;
-    for (hash, freq) in query.iter() {
-        let weight = if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) };
-        match lookup(hash)? {
-            Some(list) => lists.push((list, weight)),
-            None => absent += weight,
+) -> Result<WeightedLists<L>, E> {
+    let mut out = WeightedLists { lists: Vec::new(), absent: 0, skipped: 0 };
+    let mut visited = 0;
+    for (n, &(hash, weight)) in signatures.iter().enumerate() {
+        if enough(visited) {
+            out.skipped = (signatures.len() - n) as u64;
+            break;
         }
+        match lookup(hash)? {
+            Some(list) => out.lists.push((list, weight)),
+            None => out.absent += weight,
+        }
+        visited += weight;
     }
-    Ok((lists, absent))
+    Ok(out)
 }
 
 /// What every segment's part of one query shares.
@@ -173,7 +189,8 @@ struct Plan<'q> {
     measure: Similarity,
     window: LengthWindow,
     pruning: Pruning,
-    /// With full pruning: the query's `(hash, weight)` in rarity order.
+    /// The query's `(hash, weight)`: in rarity order with full pruning
+    /// (segments then look up only a prefix), else in hash order.
     order: &'q [(u64, u64)],
 }
 
@@ -221,6 +238,8 @@ impl Sink {
     }
 }
 
+/// The bound on the similarity of a document of length `x` that shares
+/// none of the processed signatures (module documentation).
 fn bound(measure: Similarity, len_q: u64, delta1: u64, x: u64) -> Overlap {
     let m = x.min(len_q.saturating_sub(delta1));
     match measure {
@@ -284,13 +303,13 @@ impl Searcher {
             let ranks = self.state.ranks.get_or_init(|| Ranks::build(self.state.segments.values().map(|l| &l.segment)));
             ranks.order(query, measure)
         } else {
-            Vec::new()
+            weights(query, measure).collect()
         };
         let plan = Plan { query, measure, window, pruning, order: &order };
         for loaded in self.state.segments.values() {
             self.query_segment(&loaded.segment, &plan, sink, &mut stats)?;
         }
-        self.query_delta(query, measure, window, pruning, sink, &mut stats);
+        self.query_delta(&plan, sink, &mut stats);
         Ok(stats)
     }
 
@@ -300,16 +319,8 @@ impl Searcher {
     /// document bound of [`Searcher::query_segment`] (lists are not in
     /// length order here, so there is no δ2 break), and each candidate is
     /// looked up in this snapshot's delta.
-    #[allow(clippy::too_many_arguments)]
-    fn query_delta(
-        &self,
-        query: &SignatureVector,
-        measure: Similarity,
-        window: LengthWindow,
-        pruning: Pruning,
-        sink: &mut Sink,
-        stats: &mut QueryStats,
-    ) {
+    fn query_delta(&self, plan: &Plan<'_>, sink: &mut Sink, stats: &mut QueryStats) {
+        let &Plan { query, measure, window, pruning, .. } = plan;
         let delta = &self.state.delta;
         if delta.is_empty() {
             return;
@@ -327,8 +338,8 @@ impl Searcher {
         }
         let index = super::delta::read(&self.state.delta_index);
         let len_q = measure.length(query);
-        let Ok((mut lists, absent)) =
-            weighted_lists(query, measure, |hash| Ok::<_, std::convert::Infallible>(index.posting(hash)));
+        let Ok(WeightedLists { mut lists, absent, .. }) =
+            weighted_lists(plan.order, |_| false, |hash| Ok::<_, std::convert::Infallible>(index.posting(hash)));
         lists.sort_by_key(|l| l.0.len());
         let full = pruning == Pruning::Full;
         // Documents done with: verified (without full pruning), outside
@@ -406,27 +417,13 @@ impl Searcher {
         };
         let len_q = measure.length(query);
         let full = pruning == Pruning::Full;
-        let (found, absent) = if full {
-            // Look-ups in rarity order, only while the δ1 break is not yet
-            // certain: once the weight visited (found or absent) fails the
-            // bound, the walk below would break before any later list.
-            let (mut found, mut visited) = (Vec::new(), 0u64);
-            let mut absent = 0;
-            for (n, &(hash, weight)) in order.iter().enumerate() {
-                if !bound(measure, len_q, visited, len_q.saturating_sub(visited)).meets(sink.tau) {
-                    stats.lists_skipped += (order.len() - n) as u64;
-                    break;
-                }
-                match segment.posting_list(hash)? {
-                    Some(list) => found.push((list, weight)),
-                    None => absent += weight,
-                }
-                visited += weight;
-            }
-            (found, absent)
-        } else {
-            weighted_lists(query, measure, |hash| segment.posting_list(hash))?
-        };
+        // With full pruning, look-ups (in rarity order) stop once the weight
+        // visited, found or absent, fails the bound: the walk below would
+        // break before any later list.
+        let enough = |visited| full && !bound(measure, len_q, visited, len_q.saturating_sub(visited)).meets(sink.tau);
+        let WeightedLists { lists: found, absent, skipped } =
+            weighted_lists(order, enough, |hash| segment.posting_list(hash))?;
+        stats.lists_skipped += skipped;
         let mut lists: Vec<(u64, u64, PostingList)> = found
             .into_iter()
             .map(|(bitmap, weight)| {

@@ -230,6 +230,15 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], firs
     lengths
 }
 
+/// What an entry of an offsets section names.
+enum ListBytes<'a> {
+    /// A one-ordinal list, stored in the entry.
+    Inline(u32),
+    /// The data section from the list's serialization on, which starts at
+    /// offset `at`.
+    Serialized { at: usize, bytes: &'a [u8] },
+}
+
 /// A posting list: one ordinal, or a bitmap of several read in place.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PostingList<'a> {
@@ -545,11 +554,6 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(())
     }
 
-    /// The format version the segment was written in.
-    pub fn version(&self) -> u32 {
-        self.version
-    }
-
     /// `(hash, list length)` of the segment's longest posting lists (those
     /// of at least [`FREQUENT_MIN`] ordinals, at most the longest
     /// `max(FREQUENT_FLOOR, K / 16)`), ascending by hash; nothing for a
@@ -700,18 +704,13 @@ impl<B: AsRef<[u8]>> Segment<B> {
     pub fn posting_list(&self, hash: u64) -> Result<Option<PostingList<'_>>, IndexError> {
         let Some(i) = self.find_posting_key(hash) else { return Ok(None) };
         let (offsets, data) = (SectionKind::PostingOffsets, SectionKind::PostingData);
-        let entry = le_u64(self.section(offsets), i * 8);
-        if entry & INLINE != 0 {
-            if entry & !INLINE > u64::from(u32::MAX) {
-                return Err(self.corrupted(offsets, i * 8, "inline entry holds more than an ordinal"));
+        match self.list_at(offsets, data, i)? {
+            ListBytes::Inline(ordinal) => Ok(Some(PostingList::Single(ordinal))),
+            ListBytes::Serialized { at, bytes } => {
+                let view = RoaringView::parse(bytes).map_err(|reason| self.corrupted(data, at, reason))?;
+                Ok(Some(PostingList::Bitmap(view)))
             }
-            return Ok(Some(PostingList::Single(entry as u32)));
         }
-        let bytes = self.section(data);
-        let slice = bytes.get(entry as usize..).filter(|_| entry < bytes.len() as u64);
-        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * 8, "bitmap offset out of range"))?;
-        let view = RoaringView::parse(slice).map_err(|reason| self.corrupted(data, entry as usize, reason))?;
-        Ok(Some(PostingList::Bitmap(view)))
     }
 
     /// Builds the posting-key directory now rather than at the first
@@ -790,18 +789,28 @@ impl<B: AsRef<[u8]>> Segment<B> {
     }
 
     fn bitmap_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<RoaringBitmap, IndexError> {
+        match self.list_at(offsets, data, i)? {
+            ListBytes::Inline(ordinal) => Ok(RoaringBitmap::from_iter([ordinal])),
+            // The serialization carries its own length; reading stops there.
+            ListBytes::Serialized { at, bytes } => {
+                RoaringBitmap::deserialize_from(bytes).map_err(|e| self.corrupted(data, at, &e.to_string()))
+            }
+        }
+    }
+
+    /// Entry `i` of an offsets section, decoded.
+    fn list_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<ListBytes<'_>, IndexError> {
         let entry = le_u64(self.section(offsets), i * 8);
         if entry & INLINE != 0 {
             if entry & !INLINE > u64::from(u32::MAX) {
                 return Err(self.corrupted(offsets, i * 8, "inline entry holds more than an ordinal"));
             }
-            return Ok(RoaringBitmap::from_iter([entry as u32]));
+            return Ok(ListBytes::Inline(entry as u32));
         }
         let bytes = self.section(data);
         let slice = bytes.get(entry as usize..).filter(|_| entry < bytes.len() as u64);
         let slice = slice.ok_or_else(|| self.corrupted(offsets, i * 8, "bitmap offset out of range"))?;
-        // The serialization carries its own length; reading stops there.
-        RoaringBitmap::deserialize_from(slice).map_err(|e| self.corrupted(data, entry as usize, &e.to_string()))
+        Ok(ListBytes::Serialized { at: entry as usize, bytes: slice })
     }
 
     /// The ordinal of document `id`, if this segment holds it.
