@@ -18,8 +18,12 @@
 //! - *δ2 break* (Algorithm 1, lines 15–18): within a list, walked in
 //!   ascending length, the bound rises until x = L − δ1 and falls after it,
 //!   so the first document past that point whose bound fails ends the list;
-//! - *δ1 break* (lines 25–26): once `(L − δ1) / L` fails τ, no unseen
-//!   document can match and the remaining lists are skipped.
+//! - *δ1 break* (lines 25–26): once the bound at its peak fails τ, no
+//!   unseen document can match and the remaining lists are skipped. The
+//!   peak is at x = L − δ1, where the bound is `(L − δ1) / L`, or at the
+//!   window's nearer end when L − δ1 lies outside it: for a self-join probe,
+//!   which wants only documents at least as long as itself, that is x = L
+//!   and `(L − δ1) / (L + δ1)`.
 //!
 //! The paper states lines 17–18 as "break when δ1 + δ2 > (1 − τ)|d_i|" (δ2 =
 //! |d_i| − |d_i'|). Read literally that is not exact for multiset Jaccard:
@@ -93,18 +97,34 @@ impl Ranks {
 
     /// The query's signatures with their weights, rarest first: unlisted
     /// signatures (in the query's hash order), then the listed ones by
-    /// estimated length, ties by hash.
-    fn order(&self, query: &SignatureVector, measure: Similarity) -> Vec<(u64, u64)> {
-        let mut order = Vec::with_capacity(query.distinct() as usize);
+    /// estimated length, ties by hash; cut where `enough`, given the
+    /// weight before a signature, says no segment will look it up. The
+    /// unlisted signatures often make that weight alone, and then the
+    /// listed ones are neither sorted nor all ranked.
+    fn order(&self, query: &SignatureVector, measure: Similarity, enough: impl Fn(u64) -> bool) -> Vec<(u64, u64)> {
+        let mut order = Vec::new();
         let mut listed = Vec::new();
+        let mut visited = 0;
         for (hash, weight) in weights(query, measure) {
+            if enough(visited) {
+                return order;
+            }
             match self.lengths.get(&hash) {
                 Some(&length) => listed.push((length, hash, weight)),
-                None => order.push((hash, weight)),
+                None => {
+                    order.push((hash, weight));
+                    visited += weight;
+                }
             }
         }
         listed.sort_unstable();
-        order.extend(listed.into_iter().map(|(_, hash, weight)| (hash, weight)));
+        for (_, hash, weight) in listed {
+            if enough(visited) {
+                break;
+            }
+            order.push((hash, weight));
+            visited += weight;
+        }
         order
     }
 }
@@ -126,8 +146,9 @@ pub struct QueryStats {
     /// without pruning every pending document.
     pub delta_scanned: u64,
     /// Segment look-ups of query signatures never made, because the δ1
-    /// break was certain before their turn (their lists' entries are not
-    /// counted in `pruned_by_bounds`: nobody read their lengths).
+    /// break was certain before their turn or no document of the segment
+    /// lies in the window (their lists' entries are not counted in
+    /// `pruned_by_bounds` or `pruned_by_window`: nobody read their lengths).
     pub lists_skipped: u64,
 }
 
@@ -183,15 +204,39 @@ fn weighted_lists<L, E>(
     Ok(out)
 }
 
+/// A self-join probe: its query wants only the documents after it in the
+/// order of (length under the measure, id). Each pair is then found once,
+/// from its shorter side, and the window starts at the probe's own length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct After {
+    length: u64,
+    id: u64,
+}
+
 /// What every segment's part of one query shares.
 struct Plan<'q> {
     query: &'q SignatureVector,
     measure: Similarity,
     window: LengthWindow,
     pruning: Pruning,
-    /// The query's `(hash, weight)`: in rarity order with full pruning
-    /// (segments then look up only a prefix), else in hash order.
+    /// The query's `(hash, weight)`: with full pruning in rarity order and
+    /// cut where the δ1 break is certain at the plan's threshold (segments
+    /// may stop sooner), else all of them in hash order.
     order: &'q [(u64, u64)],
+    /// Only documents after this one are wanted (self-join probes).
+    after: Option<After>,
+}
+
+impl Plan<'_> {
+    fn peak_bound(&self, len_q: u64, delta1: u64) -> Overlap {
+        peak_bound(self.measure, self.window, len_q, delta1)
+    }
+
+    /// Whether a document of length `x` (under the measure) and id `id`
+    /// is wanted: always, except after a self-join probe.
+    fn wants(&self, x: u64, id: u64) -> bool {
+        self.after.is_none_or(|after| After { length: x, id } > after)
+    }
 }
 
 /// Where a query's verified documents go, and the threshold they must
@@ -238,6 +283,32 @@ impl Sink {
     }
 }
 
+/// The highest bound a document in `window` sharing none of the processed
+/// signatures (weight `delta1`) can have: the bound rises with the length
+/// x up to x = L − δ1 and falls after it, so it peaks there, or at the
+/// window's nearer end when L − δ1 lies outside the window (no candidate
+/// has a length outside it).
+fn peak_bound(measure: Similarity, window: LengthWindow, len_q: u64, delta1: u64) -> Overlap {
+    let x = len_q.saturating_sub(delta1).max(window.min).min(window.max);
+    bound(measure, len_q, delta1, x)
+}
+
+/// The smallest processed weight δ1 at which [`peak_bound`] fails τ: the
+/// point from which the δ1 break is certain (the bound only falls as δ1
+/// grows, so a binary search over `0..=L` finds it; at δ1 = L it is 0).
+fn break_weight(measure: Similarity, window: LengthWindow, len_q: u64, tau: Threshold) -> u64 {
+    let (mut lo, mut hi) = (0, len_q);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if peak_bound(measure, window, len_q, mid).meets(tau) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// The bound on the similarity of a document of length `x` that shares
 /// none of the processed signatures (module documentation).
 fn bound(measure: Similarity, len_q: u64, delta1: u64, x: u64) -> Overlap {
@@ -281,15 +352,22 @@ impl Searcher {
         pruning: Pruning,
     ) -> Result<(Vec<Match>, QueryStats), IndexError> {
         let mut sink = Sink::threshold(tau);
-        let stats = self.run_query(query, pruning, &mut sink)?;
+        let stats = self.run_query(query, pruning, &mut sink, None)?;
         let mut out = sink.matches;
         out.sort_unstable_by_key(|m| m.id);
         Ok((out, stats))
     }
 
     /// Runs a query over every segment and the delta into `sink`, whose
-    /// threshold may rise as matches arrive (top-k).
-    fn run_query(&self, query: &SignatureVector, pruning: Pruning, sink: &mut Sink) -> Result<QueryStats, IndexError> {
+    /// threshold may rise as matches arrive (top-k); with `after`, only
+    /// documents after that probe are wanted.
+    fn run_query(
+        &self,
+        query: &SignatureVector,
+        pruning: Pruning,
+        sink: &mut Sink,
+        after: Option<After>,
+    ) -> Result<QueryStats, IndexError> {
         let measure = self.signer.config().similarity;
         let len_q = measure.length(query);
         let mut stats = QueryStats::default();
@@ -298,14 +376,18 @@ impl Searcher {
         }
         // The window of the lowest threshold the sink can have: a rising
         // threshold only prunes more through the bounds.
-        let window = LengthWindow::new(measure, len_q, sink.tau);
+        let mut window = LengthWindow::new(measure, len_q, sink.tau);
+        if let Some(after) = after {
+            window.min = window.min.max(after.length);
+        }
         let order = if pruning == Pruning::Full && !self.state.segments.is_empty() {
             let ranks = self.state.ranks.get_or_init(|| Ranks::build(self.state.segments.values().map(|l| &l.segment)));
-            ranks.order(query, measure)
+            let stop = break_weight(measure, window, len_q, sink.tau);
+            ranks.order(query, measure, |visited| visited >= stop)
         } else {
             weights(query, measure).collect()
         };
-        let plan = Plan { query, measure, window, pruning, order: &order };
+        let plan = Plan { query, measure, window, pruning, order: &order, after };
         for loaded in self.state.segments.values() {
             self.query_segment(&loaded.segment, &plan, sink, &mut stats)?;
         }
@@ -325,14 +407,16 @@ impl Searcher {
         if delta.is_empty() {
             return;
         }
-        let verify = |id: u64, vector: &SignatureVector, sink: &mut Sink, stats: &mut QueryStats| {
-            stats.candidates_verified += 1;
-            sink.offer(id, measure.overlap(query, vector));
+        let verify = |id: u64, x: u64, vector: &SignatureVector, sink: &mut Sink, stats: &mut QueryStats| {
+            if plan.wants(x, id) {
+                stats.candidates_verified += 1;
+                sink.offer(id, measure.overlap(query, vector));
+            }
         };
         if pruning == Pruning::None {
             for (&id, doc) in delta.iter() {
                 stats.delta_scanned += 1;
-                verify(id, &doc.vector, sink, stats);
+                verify(id, measure.length(&doc.vector), &doc.vector, sink, stats);
             }
             return;
         }
@@ -351,7 +435,7 @@ impl Searcher {
         let mut candidates: super::delta::MixMap<u64, (u64, u64)> = Default::default();
         let mut delta1 = absent;
         for (n, &(ids, weight)) in lists.iter().enumerate() {
-            if full && !bound(measure, len_q, delta1, len_q.saturating_sub(delta1)).meets(sink.tau) {
+            if full && !plan.peak_bound(len_q, delta1).meets(sink.tau) {
                 stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0.len() as u64).sum::<u64>();
                 break;
             }
@@ -374,7 +458,7 @@ impl Searcher {
                     seen.insert(id);
                 } else if !full {
                     seen.insert(id);
-                    verify(id, &doc.vector, sink, stats);
+                    verify(id, x, &doc.vector, sink, stats);
                 } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
                     candidates.insert(id, (weight, x));
                 } else {
@@ -392,7 +476,7 @@ impl Searcher {
                 continue;
             }
             if let Some(doc) = delta.get(&id) {
-                verify(id, &doc.vector, sink, stats);
+                verify(id, x, &doc.vector, sink, stats);
             }
         }
     }
@@ -404,7 +488,7 @@ impl Searcher {
         sink: &mut Sink,
         stats: &mut QueryStats,
     ) -> Result<(), IndexError> {
-        let &Plan { query, measure, window, pruning, order } = plan;
+        let &Plan { query, measure, window, pruning, order, .. } = plan;
         // Ordinals are in ascending multiset length, so for the multiset
         // measures the window is an ordinal range and lists ascend in
         // length. Under set Jaccard the length is the distinct count, which
@@ -415,15 +499,22 @@ impl Searcher {
         } else {
             0..segment.doc_count()
         };
+        if ordered && range.is_empty() {
+            // No document of the segment lies in the window.
+            stats.lists_skipped += query.distinct();
+            return Ok(());
+        }
         let len_q = measure.length(query);
         let full = pruning == Pruning::Full;
         // With full pruning, look-ups (in rarity order) stop once the weight
         // visited, found or absent, fails the bound: the walk below would
         // break before any later list.
-        let enough = |visited| full && !bound(measure, len_q, visited, len_q.saturating_sub(visited)).meets(sink.tau);
+        let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
+        let enough = |visited| visited >= stop;
         let WeightedLists { lists: found, absent, skipped } =
             weighted_lists(order, enough, |hash| segment.posting_list(hash))?;
-        stats.lists_skipped += skipped;
+        // Signatures past the cut of the order are skipped as well.
+        stats.lists_skipped += skipped + (query.distinct() - order.len() as u64);
         let mut lists: Vec<(u64, u64, PostingList)> = found
             .into_iter()
             .map(|(bitmap, weight)| {
@@ -445,10 +536,10 @@ impl Searcher {
         let mut candidates: super::delta::MixMap<u32, (u64, u64)> = Default::default();
         let mut delta1 = absent;
         for (n, (inside, weight, bitmap)) in lists.iter().enumerate() {
-            if full && !bound(measure, len_q, delta1, len_q.saturating_sub(delta1)).meets(sink.tau) {
-                // δ1 break: the bound peaks at x = L − δ1, where it is
-                // (L − δ1) / L; once that fails, no unseen document can
-                // reach τ.
+            if delta1 >= stop {
+                // δ1 break: once the bound fails at its peak (at x = L − δ1,
+                // where it is (L − δ1) / L, or at the window's nearer end),
+                // no unseen document can reach τ.
                 stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0).sum::<u64>();
                 break;
             }
@@ -473,7 +564,7 @@ impl Searcher {
                 }
                 if !full {
                     checked.insert(ordinal);
-                    self.verify_ordinal(segment, ordinal, query, measure, sink, stats)?;
+                    self.verify_ordinal(segment, ordinal, x, plan, sink, stats)?;
                 } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
                     candidates.insert(ordinal, (*weight, x));
                 } else if ordered && x > len_q.saturating_sub(delta1) {
@@ -499,7 +590,7 @@ impl Searcher {
         candidates.sort_unstable_by_key(|c| c.0);
         for (ordinal, (held, x)) in candidates {
             if bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau) {
-                self.verify_ordinal(segment, ordinal, query, measure, sink, stats)?;
+                self.verify_ordinal(segment, ordinal, x, plan, sink, stats)?;
             } else {
                 stats.pruned_by_bounds += 1;
             }
@@ -507,20 +598,21 @@ impl Searcher {
         Ok(())
     }
 
-    /// Verifies one segment document against the query, unless deleted.
+    /// Verifies one segment document (of length `x`) against the query,
+    /// unless deleted or not wanted.
     fn verify_ordinal(
         &self,
         segment: &super::segment::Segment<super::mmap::SegmentBytes>,
         ordinal: u32,
-        query: &SignatureVector,
-        measure: Similarity,
+        x: u64,
+        plan: &Plan<'_>,
         sink: &mut Sink,
         stats: &mut QueryStats,
     ) -> Result<(), IndexError> {
         let id = segment.entry(ordinal)?.id;
-        if !self.state.deleted.contains(&id) {
+        if !self.state.deleted.contains(&id) && plan.wants(x, id) {
             stats.candidates_verified += 1;
-            sink.offer(id, segment.overlap(ordinal, query, measure)?);
+            sink.offer(id, segment.overlap(ordinal, plan.query, plan.measure)?);
         }
         Ok(())
     }
@@ -646,29 +738,43 @@ impl Searcher {
     }
 
     /// Calls `emit` with every pair `(a, b)`, `a < b`, of live documents
-    /// with `sim ≥ τ`, each exactly once, in ascending `(a, b)` order. The
-    /// work runs on all cores in chunks of documents; only one chunk's
-    /// pairs are held at a time.
+    /// with `sim ≥ τ`, each exactly once, in a deterministic order: grouped
+    /// by the pair's shorter document (under the measure; the smaller id
+    /// between equal lengths), the groups in ascending (length, id), each
+    /// group by ascending id of the other document. The work runs on all
+    /// cores in chunks of documents; only one chunk's pairs are held at a
+    /// time.
+    ///
+    /// Each document's query asks only for the documents after it in that
+    /// order: its window starts at its own length and the δ1 break comes
+    /// sooner (the bound peaks at the document's own length, at
+    /// `(L − δ1) / (L + δ1)`), so every pair is found and verified once.
     ///
     /// # Errors
-    /// [`IndexError::Unsupported`] under containment (not symmetric: a pair
-    /// is found from its longer side, out of order); corruption errors.
+    /// [`IndexError::Unsupported`] under containment (not symmetric);
+    /// corruption errors.
     pub fn self_join(&self, tau: Threshold, mut emit: impl FnMut(crate::oracle::Pair)) -> Result<(), IndexError> {
         use rayon::prelude::*;
         if self.signer.config().similarity == Similarity::Containment {
             return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
         }
-        let ids = self.live_ids()?;
-        for chunk in ids.chunks(JOIN_CHUNK) {
+        let probes = self.join_probes()?;
+        for chunk in probes.chunks(JOIN_CHUNK) {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
                 .par_iter()
-                .map(|&a| {
-                    let vector = self.vector_of(a)?;
-                    let matches = self.query(&vector, tau)?;
+                .map(|&probe| {
+                    let vector = self.vector_of(probe.id)?;
+                    let mut sink = Sink::threshold(tau);
+                    self.run_query(&vector, Pruning::Full, &mut sink, Some(probe))?;
+                    let mut matches = sink.matches;
+                    matches.sort_unstable_by_key(|m| m.id);
                     Ok(matches
                         .into_iter()
-                        .filter(|m| m.id > a)
-                        .map(|m| crate::oracle::Pair { a, b: m.id, overlap: m.overlap })
+                        .map(|m| crate::oracle::Pair {
+                            a: probe.id.min(m.id),
+                            b: probe.id.max(m.id),
+                            overlap: m.overlap,
+                        })
                         .collect())
                 })
                 .collect();
@@ -677,6 +783,32 @@ impl Searcher {
             }
         }
         Ok(())
+    }
+
+    /// Every live document as a self-join probe, in ascending (length
+    /// under the measure, id).
+    fn join_probes(&self) -> Result<Vec<After>, IndexError> {
+        let measure = self.signer.config().similarity;
+        let mut probes = Vec::with_capacity(self.len() as usize);
+        for loaded in self.state.segments.values() {
+            let segment = &loaded.segment;
+            for ordinal in 0..segment.doc_count() {
+                let entry = segment.entry(ordinal)?;
+                if !self.state.deleted.contains(&entry.id) {
+                    let length = if measure == Similarity::SetJaccard {
+                        u64::from(segment.distinct_of(ordinal)?)
+                    } else {
+                        entry.length
+                    };
+                    probes.push(After { length, id: entry.id });
+                }
+            }
+        }
+        for (&id, doc) in self.state.delta.iter() {
+            probes.push(After { length: measure.length(&doc.vector), id });
+        }
+        probes.sort_unstable();
+        Ok(probes)
     }
 
     /// The clusters of two or more documents that the near-duplicate pairs
@@ -749,7 +881,7 @@ impl Searcher {
             return Ok(Vec::new());
         }
         let mut sink = Sink { tau: tau_min, keep: Some(k), matches: Vec::new() };
-        self.run_query(query, Pruning::Full, &mut sink)?;
+        self.run_query(query, Pruning::Full, &mut sink, None)?;
         sink.settle(k);
         Ok(sink.matches)
     }

@@ -541,15 +541,33 @@ impl<B: AsRef<[u8]>> Segment<B> {
             }
             previous = Some(hash);
         }
+        // Documents ascend in length, and the length directory holds each
+        // distinct length once with its first ordinal (queries binary-search it).
+        let (mut directory, mut last_length) = (Vec::new(), None);
         for ordinal in 0..self.doc_count {
             let entry = self.entry(ordinal)?;
             if self.ordinal_of(entry.id)? != Some(ordinal) {
                 return Err(self.corrupted(SectionKind::IdIndex, 0, "id index disagrees with the documents"));
             }
             let vector = self.vector(ordinal)?;
+            let at = ordinal as usize * DOC_ENTRY_LEN;
             if vector.total() != entry.length {
-                return Err(self.corrupted(SectionKind::Docs, ordinal as usize * DOC_ENTRY_LEN, "length disagrees"));
+                return Err(self.corrupted(SectionKind::Docs, at, "length disagrees"));
             }
+            match last_length {
+                Some(last) if last > entry.length => {
+                    return Err(self.corrupted(SectionKind::Docs, at, "documents out of length order"));
+                }
+                Some(last) if last == entry.length => {}
+                _ => {
+                    directory.extend_from_slice(&entry.length.to_le_bytes());
+                    directory.extend_from_slice(&u64::from(ordinal).to_le_bytes());
+                    last_length = Some(entry.length);
+                }
+            }
+        }
+        if directory != self.section(SectionKind::Lengths) {
+            return Err(self.corrupted(SectionKind::Lengths, 0, "length directory disagrees with the documents"));
         }
         Ok(())
     }
@@ -844,8 +862,26 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let n = dir.len() / 16;
         let length_at = |i: usize| le_u64(dir, i * 16);
         let ordinal_at = |i: usize| (le_u64(dir, i * 16 + 8) as u32).min(self.doc_count);
-        let first = (0..n).find(|&i| length_at(i) >= min).map_or(self.doc_count, ordinal_at);
-        let end = (0..n).find(|&i| length_at(i) > max).map_or(self.doc_count, ordinal_at);
+        // The directory ascends in length (the writer's order, which
+        // `verify` checks): binary search.
+        let first_at_least = |bound: u64| {
+            let (mut lo, mut hi) = (0, n);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if length_at(mid) < bound {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            if lo == n {
+                self.doc_count
+            } else {
+                ordinal_at(lo)
+            }
+        };
+        let first = first_at_least(min);
+        let end = max.checked_add(1).map_or(self.doc_count, first_at_least);
         first..end.max(first)
     }
 }
@@ -910,6 +946,8 @@ mod tests {
         assert_eq!(seg.length_range(2, 2), 2..2);
         assert_eq!(seg.length_range(3, 100), 2..4);
         assert_eq!(seg.length_range(4, 100), 4..4);
+        assert_eq!(seg.length_range(0, u64::MAX), 0..4);
+        assert_eq!(seg.length_range(0, 0), 0..1);
         assert_eq!(seg.ordinal_of(10).unwrap(), Some(3));
         assert_eq!(seg.ordinal_of(4).unwrap(), Some(0));
         assert_eq!(seg.ordinal_of(5).unwrap(), None);
@@ -936,6 +974,24 @@ mod tests {
                 "{len}"
             );
         }
+    }
+
+    #[test]
+    fn verify_checks_the_length_directory_against_the_documents() {
+        let bytes = build_segment(1, 2, docs());
+        // Directory entry 1 is (length 1, ordinal 1); point it at ordinal 2
+        // and give the section a matching checksum: only the cross-check
+        // can tell.
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let (offset, length, _) = seg.sections[SectionKind::Lengths as usize - 1];
+        let mut damaged = bytes.clone();
+        damaged[offset + 24..offset + 32].copy_from_slice(&2u64.to_le_bytes());
+        let crc = crc32fast::hash(&damaged[offset..offset + length]);
+        let entry = HEADER_LEN + (SectionKind::Lengths as usize - 1) * TABLE_ENTRY_LEN;
+        damaged[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+        let seg = Segment::parse(damaged.as_slice(), "seg").unwrap();
+        let err = seg.verify().unwrap_err();
+        assert!(err.to_string().contains("length directory disagrees"), "{err}");
     }
 
     /// Whether byte `at` is in the header, the table or a section.

@@ -454,6 +454,9 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                     })
                     .map_err(|e| e.to_string())?;
                 spinner.finish_and_clear();
+                // The self-join groups pairs by their shorter document; the
+                // command prints them by id, as the brute force does.
+                pairs.sort_unstable_by_key(|p| (p.a, p.b));
             }
             for p in pairs {
                 let a = searcher.get_by_id(p.a).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
