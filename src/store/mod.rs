@@ -40,7 +40,7 @@ pub use storage::{FsStorage, Storage};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
 use delta::DeltaIndex;
-use segment::{build_segment, Segment, SegmentDoc};
+use segment::{build_segment_file, Segment, SegmentDoc, SegmentFile};
 
 use crate::config::SignatureConfig;
 use crate::hash::Fingerprint;
@@ -543,14 +543,11 @@ impl Index {
             .iter()
             .map(|(&id, d)| SegmentDoc { id, vector: d.vector.clone(), band_keys: d.band_keys.clone() })
             .collect();
-        let bytes = build_segment(segment_id, bands, docs);
-        self.write_segment_file(segment_id, &bytes)?;
-        let record = SegmentRecord {
-            doc_count: state.delta.len() as u32,
-            byte_len: bytes.len() as u64,
-            file_crc: crc32fast::hash(&bytes),
-        };
-        drop(bytes);
+        let file = build_segment_file(segment_id, bands, docs);
+        self.write_segment_file(segment_id, &file)?;
+        let record =
+            SegmentRecord { doc_count: state.delta.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
+        drop(file);
         let txn = self.catalog.begin_write()?;
         {
             let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
@@ -597,11 +594,11 @@ impl Index {
 
     /// Steps 2 and 3 of the flush protocol (FORMAT.md §8): temporary name,
     /// fsync, rename, directory fsync.
-    fn write_segment_file(&self, segment_id: u64, bytes: &[u8]) -> Result<(), IndexError> {
+    fn write_segment_file(&self, segment_id: u64, file: &SegmentFile) -> Result<(), IndexError> {
         let name = segment_file_name(segment_id);
         let tmp = format!("{name}.tmp");
         let storage = &*self.storage;
-        storage.write_new(&tmp, bytes).map_err(IndexError::io(format!("writing {tmp}")))?;
+        storage.write_new_parts(&tmp, &file.parts()).map_err(IndexError::io(format!("writing {tmp}")))?;
         storage.sync(&tmp).map_err(IndexError::io(format!("syncing {tmp}")))?;
         storage.rename(&tmp, &name).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
         sync_dir(storage)
@@ -672,13 +669,11 @@ impl Index {
         let written = if docs.is_empty() {
             None
         } else {
-            let bytes = build_segment(new_id, self.config().minhash.bands, docs);
-            self.write_segment_file(new_id, &bytes)?;
-            let record = SegmentRecord {
-                doc_count: moved.len() as u32,
-                byte_len: bytes.len() as u64,
-                file_crc: crc32fast::hash(&bytes),
-            };
+            let file = build_segment_file(new_id, self.config().minhash.bands, docs);
+            self.write_segment_file(new_id, &file)?;
+            let record =
+                SegmentRecord { doc_count: moved.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
+            drop(file);
             Some((record, Arc::new(open_written_segment(&*self.storage, new_id)?)))
         };
         let txn = self.catalog.begin_write()?;

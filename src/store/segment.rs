@@ -100,14 +100,77 @@ pub struct SegmentDoc {
     pub band_keys: Vec<u64>,
 }
 
-/// Builds the bytes of a segment file. Documents are ordered by (length,
-/// id), so that ordinal ranges are length ranges.
-pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> Vec<u8> {
-    docs.sort_by_key(|d| (d.vector.total(), d.id));
+/// A segment file as the writer produces it: the header and the section
+/// table, then each section 8-aligned. It is kept in parts so that the
+/// file is written without first copying every section into one buffer.
+#[derive(Debug)]
+pub struct SegmentFile {
+    head: Vec<u8>,
+    sections: Vec<Vec<u8>>,
+}
+
+/// Zeros for the alignment padding between sections.
+const PADDING: [u8; 8] = [0; 8];
+
+impl SegmentFile {
+    /// The file's bytes in order, padding included.
+    pub fn parts(&self) -> Vec<&[u8]> {
+        let mut parts = vec![self.head.as_slice()];
+        let mut len = self.head.len();
+        for section in &self.sections {
+            if align8(len) > len {
+                parts.push(&PADDING[..align8(len) - len]);
+            }
+            parts.push(section);
+            len = align8(len) + section.len();
+        }
+        parts
+    }
+
+    /// The file's length in bytes.
+    pub fn len(&self) -> usize {
+        self.parts().iter().map(|p| p.len()).sum()
+    }
+
+    /// Whether the file is empty (never: the header is always there).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The CRC32 of the whole file.
+    pub fn crc(&self) -> u32 {
+        let mut hasher = crc32fast::Hasher::new();
+        for part in self.parts() {
+            hasher.update(part);
+        }
+        hasher.finalize()
+    }
+
+    /// The file's bytes in one buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.parts().concat()
+    }
+}
+
+/// Builds the bytes of a segment file (see [`build_segment_file`]).
+pub fn build_segment(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) -> Vec<u8> {
+    build_segment_file(segment_id, bands, docs).to_bytes()
+}
+
+/// Builds a segment file. Documents are ordered by (length, id), so that
+/// ordinal ranges are length ranges. The posting and band tables are built
+/// side by side, each sorted on all cores (rayon).
+pub fn build_segment_file(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> SegmentFile {
+    docs.sort_by_cached_key(|d| (d.vector.total(), d.id));
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
     // (key, ordinal) pairs, sorted and grouped below: 12 bytes an entry,
     // where a map of bitmaps would cost about a hundred.
-    let mut postings: Vec<(u64, u32)> = Vec::with_capacity(docs.iter().map(|d| d.vector.distinct() as usize).sum());
+    let total_entries: usize = docs.iter().map(|d| d.vector.distinct() as usize).sum();
+    let mut postings: Vec<(u64, u32)> = Vec::with_capacity(total_entries);
+    sections[0].reserve_exact(docs.len() * DOC_ENTRY_LEN);
+    sections[2].reserve_exact(total_entries * 8);
+    sections[3].reserve_exact(total_entries * 4);
+    sections[7].reserve_exact(docs.len() * bands as usize * 8);
     let mut band_buckets: Vec<(u64, u32)> = Vec::with_capacity(docs.len() * bands as usize);
     let mut entries = 0u64;
     let mut last_length = None;
@@ -138,7 +201,11 @@ pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> 
             }
         }
     }
-    let mut frequent = write_bitmap_table(postings, &mut sections, 4);
+    let (low, high) = sections.split_at_mut(8);
+    let (mut frequent, _) = rayon::join(
+        || write_bitmap_table(postings, &mut low[4..7]),
+        || write_bitmap_table(band_buckets, &mut high[..3]),
+    );
     frequent.retain(|&(_, len)| len >= FREQUENT_MIN);
     let keys = sections[4].len() / 8;
     let cap = FREQUENT_FLOOR.max(keys / 16);
@@ -151,7 +218,6 @@ pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> 
         sections[12].extend_from_slice(&hash.to_le_bytes());
         sections[12].extend_from_slice(&len.to_le_bytes());
     }
-    write_bitmap_table(band_buckets, &mut sections, 8);
     let mut by_id: Vec<(u64, u64)> = docs.iter().enumerate().map(|(o, d)| (d.id, o as u64)).collect();
     by_id.sort_unstable();
     for (id, ordinal) in by_id {
@@ -160,7 +226,7 @@ pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> 
     }
 
     let table_len = SECTIONS.len() * TABLE_ENTRY_LEN;
-    let mut out = Vec::with_capacity(HEADER_LEN + table_len + sections.iter().map(Vec::len).sum::<usize>() + 64);
+    let mut out = Vec::with_capacity(HEADER_LEN + table_len);
     out.extend_from_slice(&SEGMENT_MAGIC);
     out.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
     out.extend_from_slice(&(SECTIONS.len() as u32).to_le_bytes());
@@ -179,11 +245,7 @@ pub fn build_segment(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> 
         out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         offset = align8(offset + bytes.len());
     }
-    for bytes in &sections {
-        out.resize(align8(out.len()), 0);
-        out.extend_from_slice(bytes);
-    }
-    out
+    SegmentFile { head: out, sections }
 }
 
 fn align8(n: usize) -> usize {
@@ -194,14 +256,14 @@ fn align8(n: usize) -> usize {
 /// in its low 32 bits instead of an offset into the data section.
 const INLINE: u64 = 1 << 63;
 
-/// Writes keys, entries and serialized bitmaps into sections `first`,
-/// `first + 1` and `first + 2`, from `(key, ordinal)` pairs in any order.
+/// Writes keys, entries and serialized bitmaps into the three sections of
+/// `out`, from `(key, ordinal)` pairs in any order.
 /// A list of one ordinal is stored in its entry (most signatures occur in one
 /// document of a segment); longer lists as roaring bitmaps in the data
 /// section, the entry holding their offset. Returns every key with its list
 /// length, ascending by key.
-fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], first: usize) -> Vec<(u64, u64)> {
-    pairs.sort_unstable();
+fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, out: &mut [Vec<u8>]) -> Vec<(u64, u64)> {
+    sort_pairs(&mut pairs);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
     let mut data = Vec::new();
@@ -212,7 +274,7 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], firs
         let key = pairs[i].0;
         let run = pairs[i..].iter().take_while(|p| p.0 == key).count();
         lengths.push((key, run as u64));
-        sections[first].extend_from_slice(&key.to_le_bytes());
+        out[0].extend_from_slice(&key.to_le_bytes());
         if run == 1 {
             entries.extend_from_slice(&(INLINE | u64::from(pairs[i].1)).to_le_bytes());
         } else {
@@ -225,9 +287,64 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, sections: &mut [Vec<u8>], firs
         }
         i += run;
     }
-    sections[first + 1] = entries;
-    sections[first + 2] = data;
+    out[1] = entries;
+    out[2] = data;
     lengths
+}
+
+/// Sorts `(key, ordinal)` pairs whose keys are hashes (uniform in the top
+/// bits): an in-place radix pass on the top 8 bits of the key puts each
+/// pair in its bucket (American flag sort, no second buffer: the pairs of a
+/// large merge run to gigabytes; 256 buckets keep its writes few enough
+/// for the caches), then the buckets are sorted on all cores (rayon). Any
+/// key distribution gives the right order; a skewed one only makes some
+/// buckets larger.
+fn sort_pairs(pairs: &mut [(u64, u32)]) {
+    use rayon::prelude::*;
+    const BITS: u32 = 8;
+    if pairs.len() < 1 << 16 {
+        pairs.sort_unstable();
+        return;
+    }
+    let bits = BITS;
+    let bucket = |p: &(u64, u32)| (p.0 >> (64 - bits)) as usize;
+    let mut counts = vec![0usize; 1 << bits];
+    for p in pairs.iter() {
+        counts[bucket(p)] += 1;
+    }
+    let mut starts = Vec::with_capacity(counts.len());
+    let mut sum = 0;
+    for &c in &counts {
+        starts.push(sum);
+        sum += c;
+    }
+    // next[b]: the first position of bucket b not yet holding one of its
+    // pairs; each swap puts one pair where it belongs.
+    let mut next = starts.clone();
+    for b in 0..counts.len() {
+        let end = starts[b] + counts[b];
+        while next[b] < end {
+            let mut item = pairs[next[b]];
+            loop {
+                let home = bucket(&item);
+                if home == b {
+                    break;
+                }
+                std::mem::swap(&mut item, &mut pairs[next[home]]);
+                next[home] += 1;
+            }
+            pairs[next[b]] = item;
+            next[b] += 1;
+        }
+    }
+    let mut buckets = Vec::with_capacity(counts.len());
+    let mut rest = pairs;
+    for &c in &counts {
+        let (head, tail) = rest.split_at_mut(c);
+        buckets.push(head);
+        rest = tail;
+    }
+    buckets.into_par_iter().for_each(|b| b.sort_unstable());
 }
 
 /// What an entry of an offsets section names.
@@ -974,6 +1091,33 @@ mod tests {
                 "{len}"
             );
         }
+    }
+
+    #[test]
+    fn radix_sort_of_pairs_equals_the_library_sort() {
+        let mut next = crate::store::roaring_view::xorshift(0x9E37_79B9_7F4A_7C15);
+        // Uniform hashes with repeated keys, then keys crowded into one top
+        // byte (one huge bucket), both past the radix threshold.
+        let uniform: Vec<(u64, u32)> =
+            (0..200_000).map(|i| ((next() % 150_000).wrapping_mul(0x9E37_79B9_7F4A_7C15), (i % 1000) as u32)).collect();
+        let skewed: Vec<(u64, u32)> = (0..100_000).map(|i| (next() >> 12, (next() % 50) as u32 + i % 3)).collect();
+        for pairs in [uniform, skewed, vec![(3, 1), (1, 2), (3, 0)]] {
+            let mut expected = pairs.clone();
+            expected.sort_unstable();
+            let mut got = pairs;
+            sort_pairs(&mut got);
+            assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn segment_file_parts_are_the_file() {
+        let file = build_segment_file(9, 2, docs());
+        let bytes = file.to_bytes();
+        assert_eq!(file.len(), bytes.len());
+        assert_eq!(file.crc(), crc32fast::hash(&bytes));
+        assert_eq!(bytes, build_segment(9, 2, docs()));
+        Segment::parse(bytes, "seg").unwrap().verify().unwrap();
     }
 
     #[test]

@@ -64,6 +64,16 @@ pub trait Storage: Debug + Send + Sync + 'static {
     /// I/O errors; a failed write may leave a prefix written.
     fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<()>;
 
+    /// [`Storage::write_new`] of the concatenation of `parts`, which the
+    /// default implementation builds; a storage that can write the parts
+    /// one after another (a file) spares that copy.
+    ///
+    /// # Errors
+    /// As [`Storage::write_new`].
+    fn write_new_parts(&self, name: &str, parts: &[&[u8]]) -> io::Result<()> {
+        self.write_new(name, &parts.concat())
+    }
+
     /// Makes a file's contents durable.
     ///
     /// # Errors
@@ -173,6 +183,11 @@ impl Storage for FsStorage {
 
     fn write_new(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         io::Write::write_all(&mut File::create(self.path(name))?, bytes)
+    }
+
+    fn write_new_parts(&self, name: &str, parts: &[&[u8]]) -> io::Result<()> {
+        let mut file = File::create(self.path(name))?;
+        parts.iter().try_for_each(|part| io::Write::write_all(&mut file, part))
     }
 
     fn sync(&self, name: &str) -> io::Result<()> {
