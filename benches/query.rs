@@ -20,7 +20,9 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let config = SignatureConfig::default();
     let signer = Signer::new(config.clone()).unwrap();
-    let index = Index::create_with(dir.path(), config, IndexOptions { flush_threshold: 400 }).unwrap();
+    let index =
+        Index::create_with(dir.path(), config, IndexOptions { flush_threshold: 400, ..IndexOptions::default() })
+            .unwrap();
     let mut vectors: Vec<(u64, SignatureVector)> = Vec::new();
     let mut w = index.writer().unwrap();
     for page in &pages {

@@ -19,9 +19,12 @@ fn main() {
         })
         .collect();
     let dir = tempfile::tempdir_in(".").unwrap();
-    let index =
-        Index::create_with(dir.path(), SignatureConfig::default(), IndexOptions { flush_threshold: usize::MAX })
-            .unwrap();
+    let index = Index::create_with(
+        dir.path(),
+        SignatureConfig::default(),
+        IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() },
+    )
+    .unwrap();
     let start = Instant::now();
     let mut commit = 0.0;
     for batch in 0..n / 1000 {

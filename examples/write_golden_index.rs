@@ -17,7 +17,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
-    let index = Index::create_with(&dir, SignatureConfig::default(), IndexOptions { flush_threshold: 4 })?;
+    let index = Index::create_with(
+        &dir,
+        SignatureConfig::default(),
+        IndexOptions { flush_threshold: 4, ..IndexOptions::default() },
+    )?;
     // Four documents flushed to a segment, then two pending, then one
     // deletion from the segment: every table and both locations are used.
     let mut w = index.writer()?;

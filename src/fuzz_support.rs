@@ -71,7 +71,7 @@ fn segment_base() -> &'static crate::store::MemStorage {
     static BASE: std::sync::OnceLock<MemStorage> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
         let storage = MemStorage::new();
-        let options = IndexOptions { flush_threshold: usize::MAX };
+        let options = IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() };
         let index = Index::create_in(std::sync::Arc::new(storage.clone()), SignatureConfig::default(), options)
             .expect("an in-memory index");
         let texts = [
@@ -103,7 +103,10 @@ fn index_over_segment(data: &[u8]) {
     if storage.overwrite_file(&crate::store::segment_file_name(1), data.to_vec()).is_err() {
         return;
     }
-    let Ok(index) = Index::open_in(std::sync::Arc::new(storage), IndexOptions { flush_threshold: usize::MAX }) else {
+    let Ok(index) = Index::open_in(
+        std::sync::Arc::new(storage),
+        IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() },
+    ) else {
         return;
     };
     let _ = index.verify();

@@ -72,7 +72,8 @@ fn stress_child() {
 }
 
 fn writer(dir: &str, deadline: Instant) {
-    let index = Index::open_with(dir, IndexOptions { flush_threshold: 24 }).expect("writer opens");
+    let index =
+        Index::open_with(dir, IndexOptions { flush_threshold: 24, ..IndexOptions::default() }).expect("writer opens");
     let mut b = 0;
     while Instant::now() < deadline {
         let mut w = index.writer().unwrap();

@@ -138,9 +138,9 @@ fn an_io_error_or_short_write_at_any_operation_is_typed_and_loses_nothing() {
 #[test]
 fn a_full_disk_is_a_typed_error_and_ingest_resumes_when_space_returns() {
     // Flushes every 5 documents: the disk may fill during a flush.
-    fill_the_disk(IndexOptions { flush_threshold: 5 }, false);
+    fill_the_disk(IndexOptions { flush_threshold: 5, ..IndexOptions::default() }, false);
     // No flushes: the disk fills during a commit.
-    fill_the_disk(IndexOptions { flush_threshold: usize::MAX }, true);
+    fill_the_disk(IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() }, true);
 }
 
 fn fill_the_disk(options: IndexOptions, commit_fails: bool) {

@@ -20,7 +20,7 @@ const CHILD_PREFIX: &str = "NEARDEX_CHILD_PREFIX";
 fn child_writer() {
     let Ok(dir) = std::env::var(CHILD_DIR) else { return };
     let prefix = std::env::var(CHILD_PREFIX).unwrap_or_else(|_| "doc".into());
-    let options = IndexOptions { flush_threshold: 7 };
+    let options = IndexOptions { flush_threshold: 7, ..IndexOptions::default() };
     let index = Index::open_with(&dir, options).expect("child opens the index");
     for n in 0u64.. {
         let mut w = index.writer().unwrap();

@@ -30,7 +30,9 @@ fn config_with(similarity: Similarity) -> SignatureConfig {
 fn the_literal_line_18_counterexample_is_found() {
     let dir = tempfile::tempdir().unwrap();
     let config = SignatureConfig::default();
-    let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 1 }).unwrap();
+    let index =
+        Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 1, ..IndexOptions::default() })
+            .unwrap();
     let (a, b, c) = (1u64, 2u64, 3u64);
     let docs = [
         SignatureVector::from_pairs([(b, 6)]),
@@ -100,7 +102,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let config = config_with(measure);
-        let options = IndexOptions { flush_threshold };
+        let options = IndexOptions { flush_threshold, ..IndexOptions::default() };
         let mut index = Some(Index::create_with(dir.path(), config.clone(), options).unwrap());
         let mut corpus = docs.clone();
         corpus.extend(duplicates.iter().map(|&i| docs[i % docs.len()].clone()));
@@ -183,7 +185,12 @@ fn real_pages_at_several_thresholds() {
     let dir = tempfile::tempdir().unwrap();
     let config = SignatureConfig::default();
     let signer = Signer::new(config.clone()).unwrap();
-    let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 400 }).unwrap();
+    let index = Index::create_with(
+        dir.path(),
+        config.clone(),
+        IndexOptions { flush_threshold: 400, ..IndexOptions::default() },
+    )
+    .unwrap();
     let mut vectors = Vec::new();
     for chunk in pages.chunks(500) {
         let mut w = index.writer().unwrap();
@@ -266,7 +273,7 @@ proptest! {
         let measure = if set { Similarity::SetJaccard } else { Similarity::MultisetJaccard };
         let dir = tempfile::tempdir().unwrap();
         let config = config_with(measure);
-        let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold }).unwrap();
+        let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold, ..IndexOptions::default() }).unwrap();
         let mut live: Vec<Option<SignatureVector>> = docs.iter().cloned().map(Some).collect();
         for (chunk_no, chunk) in docs.chunks(9).enumerate() {
             let mut w = index.writer().unwrap();
@@ -325,7 +332,9 @@ fn insert_if_new_top_k_and_explain() {
     use neardex::store::InsertIfNew;
     let dir = tempfile::tempdir().unwrap();
     let config = SignatureConfig::default();
-    let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 2 }).unwrap();
+    let index =
+        Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 2, ..IndexOptions::default() })
+            .unwrap();
     let tau = Threshold::new(0.6).unwrap();
     let v = |pairs: &[(u64, u32)]| SignatureVector::from_pairs(pairs.iter().copied());
     let base = v(&[(1, 1), (2, 1), (3, 1), (4, 1), (5, 1)]);
@@ -379,7 +388,12 @@ fn insert_if_new_top_k_and_explain() {
 fn snapshots_keep_their_delta_answers() {
     let dir = tempfile::tempdir().unwrap();
     let config = SignatureConfig::default();
-    let index = Index::create_with(dir.path(), config.clone(), IndexOptions { flush_threshold: 1_000 }).unwrap();
+    let index = Index::create_with(
+        dir.path(),
+        config.clone(),
+        IndexOptions { flush_threshold: 1_000, ..IndexOptions::default() },
+    )
+    .unwrap();
     let vector = |n: u64| SignatureVector::from_hashes((0..30).map(|i| i * 7 + n % 3 * 1000).collect());
     let insert = |from: u64, to: u64| {
         let mut w = index.writer().unwrap();

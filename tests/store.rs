@@ -22,7 +22,7 @@ fn meta(url: &str) -> Metadata {
 }
 
 fn small(threshold: usize) -> IndexOptions {
-    IndexOptions { flush_threshold: threshold }
+    IndexOptions { flush_threshold: threshold, ..IndexOptions::default() }
 }
 
 #[test]
@@ -288,10 +288,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24), ..ProptestConfig::default() })]
 
     #[test]
-    fn random_workloads_match_the_model(ops in prop::collection::vec(arb_op(), 1..40)) {
+    fn random_workloads_match_the_model(ops in prop::collection::vec(arb_op(), 1..40), background in any::<bool>()) {
         let dir = tempfile::tempdir().unwrap();
         let signer = Signer::new(SignatureConfig::default()).unwrap();
-        let options = small(3);
+        // With background maintenance, flushes and merges run while the
+        // next batches commit and the checks read.
+        let options = IndexOptions { background_maintenance: background, ..small(3) };
         let mut index = Some(Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap());
         let mut committed: Model = BTreeMap::new();
         let mut staged: Model = committed.clone();
@@ -370,9 +372,106 @@ proptest! {
             }
         }
         let idx = index.as_ref().unwrap();
+        idx.wait_for_maintenance();
+        prop_assert_eq!(idx.maintenance_error(), None);
         idx.verify().unwrap();
         check(&idx.searcher().unwrap(), &committed, &signer)?;
     }
+}
+
+#[test]
+fn insert_batch_stages_like_single_inserts() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(1_000)).unwrap();
+    let mut w = index.writer().unwrap();
+    w.insert("a", Document::Text(&text(0)), meta("ua")).unwrap();
+    let docs = [("b", text(1)), ("c", text(0)), ("d", text(3))];
+    let outcomes =
+        w.insert_batch(docs.iter().map(|(k, t)| (k.to_string(), Document::Text(t), meta(&format!("u{k}"))))).unwrap();
+    let ids: Vec<u64> = outcomes.iter().map(|o| o.id).collect();
+    assert_eq!(ids, [2, 3, 4]);
+    assert_eq!(outcomes[1].exact_duplicate_of, Some(1), "c has a's text");
+    assert_eq!((outcomes[0].exact_duplicate_of, outcomes[2].exact_duplicate_of), (None, None));
+    // A taken key stops the batch: the documents before it stay staged.
+    let err = w
+        .insert_batch([
+            ("e", Document::Text("fresh text here"), Metadata::default()),
+            ("b", Document::Text("again"), Metadata::default()),
+            ("f", Document::Text("never reached"), Metadata::default()),
+        ])
+        .unwrap_err();
+    assert!(matches!(err, IndexError::DuplicateKey { ref key } if key == "b"), "{err}");
+    w.commit().unwrap();
+    let s = index.searcher().unwrap();
+    assert_eq!(s.len(), 5);
+    assert_eq!(s.get("d").unwrap().unwrap().metadata, meta("ud"));
+    assert!(s.get("e").unwrap().is_some() && s.get("f").unwrap().is_none());
+    index.verify().unwrap();
+}
+
+/// Background maintenance under a writer that keeps deleting and replacing
+/// documents that flushes and merges are writing: after every commit the
+/// searcher agrees with the model; at the end, and after reopening, the
+/// catalog and segments verify and agree too.
+#[test]
+fn background_maintenance_reconciles_concurrent_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    let options = IndexOptions { background_maintenance: true, ..small(4) };
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap();
+    let mut model: Model = BTreeMap::new();
+    let mut flushed_while_writing = 0;
+    for round in 0..150u32 {
+        let mut w = index.writer().unwrap();
+        for i in 0..3 {
+            let key = format!("k{}", (round * 3 + i) % 97);
+            let t = ((round + i) % 6) as u8;
+            let metadata = Metadata { url: Some(format!("u{round}")), ..Metadata::default() };
+            w.replace(&key, Document::Text(&text(t)), metadata.clone()).unwrap();
+            model.insert(key, (text(t), metadata));
+        }
+        // Delete documents of earlier rounds: pending ones (maybe being
+        // flushed) and flushed ones (maybe being merged).
+        for back in [1, 2, 5, 11] {
+            let key = format!("k{}", (round * 3 + 97 - back) % 97);
+            if round % 2 == 0 {
+                w.delete(&key).unwrap();
+                model.remove(&key);
+            }
+        }
+        let pending = w.commit().unwrap();
+        if pending >= 4 {
+            flushed_while_writing += 1;
+        }
+        let searcher = index.searcher().unwrap();
+        assert_eq!(searcher.len(), model.len() as u64, "round {round}");
+        for (key, (t, metadata)) in &model {
+            let doc = searcher.get(key).unwrap().unwrap_or_else(|| panic!("round {round}: {key} missing"));
+            assert_eq!(&doc.metadata, metadata);
+            assert_eq!(doc.vector, signer.sign_text(t).vector);
+        }
+    }
+    assert!(flushed_while_writing > 0, "commits returned before their flush");
+    index.wait_for_maintenance();
+    assert_eq!(index.maintenance_error(), None);
+    index.verify().unwrap();
+    let stats = index.stats().unwrap();
+    assert!(stats.segments > 1 && stats.pending < 4, "{stats:?}");
+    let live = |index: &Index| {
+        let mut live = Vec::new();
+        index.searcher().unwrap().for_each_live(|id, v| live.push((id, v.clone()))).unwrap();
+        live.sort_by_key(|l| l.0);
+        live
+    };
+    let before = live(&index);
+    assert_eq!(before.len(), model.len());
+    drop(index);
+    let reopened = Index::open_with(dir.path(), options).unwrap();
+    reopened.verify().unwrap();
+    assert_eq!(live(&reopened), before);
+    reopened.optimize().unwrap();
+    reopened.verify().unwrap();
+    assert_eq!(live(&reopened), before);
 }
 
 #[test]

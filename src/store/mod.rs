@@ -17,6 +17,7 @@
 mod catalog;
 mod delta;
 mod error;
+mod maintenance;
 mod memory;
 mod mmap;
 mod query;
@@ -40,7 +41,7 @@ pub use storage::{FsStorage, Storage};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
 use delta::DeltaIndex;
-use segment::{build_segment_file, Segment, SegmentDoc, SegmentFile};
+use segment::Segment;
 
 use crate::config::SignatureConfig;
 use crate::hash::Fingerprint;
@@ -61,11 +62,17 @@ pub const LOCK_FILE: &str = "LOCK";
 pub struct IndexOptions {
     /// Pending documents that trigger a flush to a new segment at commit.
     pub flush_threshold: usize,
+    /// Where flushes and merges run. `false` (the default): inside the
+    /// commit that reaches the flush threshold, which returns when they are
+    /// done. `true`: on a thread of the index, while writers go on
+    /// committing (a commit then only asks for them); see
+    /// [`Index::wait_for_maintenance`].
+    pub background_maintenance: bool,
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        IndexOptions { flush_threshold: 50_000 }
+        IndexOptions { flush_threshold: 50_000, background_maintenance: false }
     }
 }
 
@@ -187,19 +194,33 @@ impl Catalog {
 
 /// An open index.
 pub struct Index {
+    inner: Arc<Inner>,
+    /// The background maintenance thread, when the options ask for one: it
+    /// holds its own `Arc` of `inner` and is joined when the index drops.
+    worker: Option<maintenance::Worker>,
+}
+
+/// What an open index holds, shared with its maintenance thread.
+struct Inner {
     storage: Arc<dyn Storage>,
     catalog: Catalog,
     signer: Arc<Signer>,
     options: IndexOptions,
     state: RwLock<Arc<State>>,
     writer_lock: Mutex<()>,
+    /// Held by every flush or merge but those a commit runs inline
+    /// (`maintenance.rs`); taken before `writer_lock`, never after.
+    maintenance_lock: Mutex<()>,
     maintenance_error: Mutex<Option<IndexError>>,
     _lock: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Index").field("storage", &self.storage).field("options", &self.options).finish_non_exhaustive()
+        f.debug_struct("Index")
+            .field("storage", &self.inner.storage)
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
     }
 }
 
@@ -292,16 +313,26 @@ impl Index {
         txn.commit().map_err(redb_err("committing the new catalog"))?;
         storage.rename(&tmp, CATALOG_FILE).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
         sync_dir(&*storage)?;
-        Ok(Index {
+        Index::start(Inner {
             storage,
             catalog: Catalog::Writable(db),
             signer: Arc::new(signer),
             options,
             state: RwLock::new(Arc::new(State::default())),
             writer_lock: Mutex::new(()),
+            maintenance_lock: Mutex::new(()),
             maintenance_error: Mutex::new(None),
             _lock: Some(lock),
         })
+    }
+
+    /// Wraps an opened index, with a maintenance thread when it is
+    /// writable and the options ask for one.
+    fn start(inner: Inner) -> Result<Index, IndexError> {
+        let background = inner.options.background_maintenance && matches!(inner.catalog, Catalog::Writable(_));
+        let inner = Arc::new(inner);
+        let worker = if background { Some(maintenance::Worker::start(Arc::clone(&inner))?) } else { None };
+        Ok(Index { inner, worker })
     }
 
     /// Opens an existing index for writing. Files that no manifest lists
@@ -331,9 +362,9 @@ impl Index {
         Self::check_is_index(&*storage)?;
         let lock = storage.lock()?;
         let db = storage.open_catalog(CATALOG_FILE, false).map_err(|e| Self::open_error(&*storage, e))?;
-        let index = Self::finish_open(storage, Catalog::Writable(db), options, Some(lock))?;
-        index.remove_unlisted_files()?;
-        Ok(index)
+        let inner = Self::finish_open(storage, Catalog::Writable(db), options, Some(lock))?;
+        inner.remove_unlisted_files()?;
+        Index::start(inner)
     }
 
     /// Opens an existing index read-only, alongside a writer in another
@@ -352,7 +383,7 @@ impl Index {
     pub fn open_read_only_in(storage: Arc<dyn Storage>) -> Result<Index, IndexError> {
         Self::check_is_index(&*storage)?;
         let db = storage.open_catalog_read_only(CATALOG_FILE).map_err(|e| Self::open_error(&*storage, e))?;
-        Self::finish_open(storage, Catalog::ReadOnly(db), IndexOptions::default(), None)
+        Index::start(Self::finish_open(storage, Catalog::ReadOnly(db), IndexOptions::default(), None)?)
     }
 
     fn check_is_index(storage: &dyn Storage) -> Result<(), IndexError> {
@@ -390,7 +421,7 @@ impl Index {
         catalog: Catalog,
         options: IndexOptions,
         lock: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
-    ) -> Result<Index, IndexError> {
+    ) -> Result<Inner, IndexError> {
         let txn = catalog.begin_read()?;
         let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
         let format = meta.get("format").map_err(redb_err("reading meta"))?.map(|v| v.value().to_vec());
@@ -411,18 +442,21 @@ impl Index {
         let signer = Signer::new(config)?;
         drop((meta, txn));
         let state = load_latest(&catalog, &*storage, &State::default())?;
-        Ok(Index {
+        Ok(Inner {
             storage,
             catalog,
             signer: Arc::new(signer),
             options,
             state: RwLock::new(Arc::new(state)),
             writer_lock: Mutex::new(()),
+            maintenance_lock: Mutex::new(()),
             maintenance_error: Mutex::new(None),
             _lock: lock,
         })
     }
+}
 
+impl Inner {
     /// Removes segment files the manifest does not list and temporary files.
     fn remove_unlisted_files(&self) -> Result<(), IndexError> {
         let listed: BTreeSet<u64> = self.current().segments.keys().copied().collect();
@@ -437,26 +471,28 @@ impl Index {
         Ok(())
     }
 
-    /// The index directory (for an index in memory, a label).
-    pub fn dir(&self) -> &Path {
-        self.storage.location()
-    }
-
-    /// The signature configuration the index was created with.
-    pub fn config(&self) -> &SignatureConfig {
-        self.signer.config()
-    }
-
-    /// The signer of this index's configuration.
-    pub fn signer(&self) -> &Signer {
-        &self.signer
-    }
-
     fn current(&self) -> Arc<State> {
         match self.state.read() {
             Ok(guard) => Arc::clone(&guard),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
         }
+    }
+}
+
+impl Index {
+    /// The index directory (for an index in memory, a label).
+    pub fn dir(&self) -> &Path {
+        self.inner.storage.location()
+    }
+
+    /// The signature configuration the index was created with.
+    pub fn config(&self) -> &SignatureConfig {
+        self.inner.signer.config()
+    }
+
+    /// The signer of this index's configuration.
+    pub fn signer(&self) -> &Signer {
+        &self.inner.signer
     }
 
     /// The writer. Only one exists at a time per open index; a second call
@@ -465,8 +501,8 @@ impl Index {
     /// # Errors
     /// [`IndexError::ReadOnly`] for a read-only index; catalog errors.
     pub fn writer(&self) -> Result<Writer<'_>, IndexError> {
-        let guard = self.writer_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let txn = self.catalog.begin_write()?;
+        let guard = self.inner.writer_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let txn = self.inner.catalog.begin_write()?;
         let next_doc_id = {
             let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
             meta_u64(&meta, "next_doc_id")?
@@ -491,12 +527,12 @@ impl Index {
         // Holding the state lock while beginning the read transaction pairs
         // them: commits publish both under the write lock. A read-only
         // index uses the transaction its state was loaded from.
-        let guard = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let guard = self.inner.state.read().unwrap_or_else(|p| p.into_inner());
         let txn = match &guard.pinned {
             Some(txn) => Arc::clone(txn),
-            None => Arc::new(self.catalog.begin_read()?),
+            None => Arc::new(self.inner.catalog.begin_read()?),
         };
-        Ok(Searcher { state: Arc::clone(&guard), txn, signer: Arc::clone(&self.signer) })
+        Ok(Searcher { state: Arc::clone(&guard), txn, signer: Arc::clone(&self.inner.signer) })
     }
 
     /// Re-reads the catalog: a read-only index sees the writer's commits
@@ -505,229 +541,17 @@ impl Index {
     /// # Errors
     /// Catalog errors, [`IndexError::Corrupted`] for damaged segments.
     pub fn reload(&self) -> Result<(), IndexError> {
-        let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
-        let fresh = load_latest(&self.catalog, &*self.storage, &guard)?;
+        let mut guard = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
+        let fresh = load_latest(&self.inner.catalog, &*self.inner.storage, &guard)?;
         *guard = Arc::new(fresh);
         Ok(())
     }
 
-    /// The error of the last flush or merge a commit ran, if it failed
-    /// (`None` once one succeeds). The commit itself stood; its documents
-    /// stay pending until a flush succeeds.
+    /// The error of the last flush or merge a commit (or the background
+    /// thread) ran, if it failed (`None` once one succeeds). The commit
+    /// itself stood; its documents stay pending until a flush succeeds.
     pub fn maintenance_error(&self) -> Option<String> {
-        self.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(ToString::to_string)
-    }
-
-    /// Writes every pending document to a new segment now.
-    ///
-    /// # Errors
-    /// [`IndexError::ReadOnly`], I/O and catalog errors.
-    pub fn flush(&self) -> Result<(), IndexError> {
-        let _guard = self.writer_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.flush_locked()
-    }
-
-    /// The flush protocol; the caller holds the writer lock.
-    fn flush_locked(&self) -> Result<(), IndexError> {
-        let state = self.current();
-        if state.delta.is_empty() {
-            return Ok(());
-        }
-        // The segment file is written before the catalog transaction
-        // begins, so that a failure writing it (a full disk) leaves the
-        // catalog untouched.
-        let segment_id = self.next_segment_id()?;
-        let bands = self.config().minhash.bands;
-        let docs: Vec<SegmentDoc> = state
-            .delta
-            .iter()
-            .map(|(&id, d)| SegmentDoc { id, vector: d.vector.clone(), band_keys: d.band_keys.clone() })
-            .collect();
-        let file = build_segment_file(segment_id, bands, docs);
-        self.write_segment_file(segment_id, &file)?;
-        let record =
-            SegmentRecord { doc_count: state.delta.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
-        drop(file);
-        let txn = self.catalog.begin_write()?;
-        {
-            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
-            manifest.insert(segment_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
-            drop(manifest);
-            // The flush takes every pending document (the writer lock is
-            // held), so the whole table goes at once.
-            txn.delete_table(PENDING).map_err(redb_err("clearing pending"))?;
-            txn.open_table(PENDING).map_err(redb_err("recreating pending"))?;
-            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
-            meta.insert("next_segment_id", (segment_id + 1).to_le_bytes().as_slice())
-                .map_err(redb_err("writing meta"))?;
-        }
-        let loaded = Arc::new(open_written_segment(&*self.storage, segment_id)?);
-        let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
-        txn.commit().map_err(redb_err("committing the flush"))?;
-        let mut segments = guard.segments.clone();
-        segments.insert(segment_id, loaded);
-        let delta: BTreeMap<u64, Arc<DeltaDoc>> = guard
-            .delta
-            .iter()
-            .filter(|(id, _)| !state.delta.contains_key(id))
-            .map(|(k, v)| (*k, Arc::clone(v)))
-            .collect();
-        *guard = Arc::new(State {
-            segments,
-            delta_index: DeltaIndex::shared(&delta),
-            delta: Arc::new(delta),
-            deleted: Arc::clone(&guard.deleted),
-            ranks: Arc::default(),
-            pinned: None,
-        });
-        drop(guard);
-        self.merge_by_policy_locked()
-    }
-
-    /// The id the next segment gets. The caller holds the writer lock, so
-    /// the committed value is the current one.
-    fn next_segment_id(&self) -> Result<u64, IndexError> {
-        let txn = self.catalog.begin_read()?;
-        let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
-        meta_u64(&meta, "next_segment_id")
-    }
-
-    /// Steps 2 and 3 of the flush protocol (FORMAT.md §8): temporary name,
-    /// fsync, rename, directory fsync.
-    fn write_segment_file(&self, segment_id: u64, file: &SegmentFile) -> Result<(), IndexError> {
-        let name = segment_file_name(segment_id);
-        let tmp = format!("{name}.tmp");
-        let storage = &*self.storage;
-        storage.write_new_parts(&tmp, &file.parts()).map_err(IndexError::io(format!("writing {tmp}")))?;
-        storage.sync(&tmp).map_err(IndexError::io(format!("syncing {tmp}")))?;
-        storage.rename(&tmp, &name).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
-        sync_dir(storage)
-    }
-
-    /// Merges every segment into one, dropping deleted documents (after
-    /// flushing pending documents). Readers keep their snapshots; the
-    /// writer waits.
-    ///
-    /// # Errors
-    /// [`IndexError::ReadOnly`], I/O, catalog and corruption errors.
-    pub fn optimize(&self) -> Result<(), IndexError> {
-        let _guard = self.writer_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.flush_locked()?;
-        let state = self.current();
-        if state.segments.len() > 1 || !state.deleted.is_empty() {
-            let ids: Vec<u64> = state.segments.keys().copied().collect();
-            self.merge_locked(&ids)?;
-        }
-        Ok(())
-    }
-
-    /// The tiered merge policy: a segment's tier is ⌊log_F(documents)⌋ with
-    /// F = [`MERGE_FACTOR`]; whenever a tier holds F segments, they are
-    /// merged into one (of a higher tier). Fewer than F segments remain per
-    /// tier, and there are ⌈log_F(documents)⌉ tiers: the segment count is
-    /// logarithmic in the number of documents.
-    fn merge_by_policy_locked(&self) -> Result<(), IndexError> {
-        loop {
-            let state = self.current();
-            let mut tiers: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
-            for (&id, loaded) in &state.segments {
-                let docs = loaded.segment.doc_count().max(1);
-                tiers.entry(docs.ilog(MERGE_FACTOR as u32)).or_default().push((docs, id));
-            }
-            let Some(mut tier) = tiers.into_values().find(|t| t.len() >= MERGE_FACTOR) else {
-                return Ok(());
-            };
-            tier.sort_unstable();
-            let ids: Vec<u64> = tier.iter().take(MERGE_FACTOR).map(|&(_, id)| id).collect();
-            self.merge_locked(&ids)?;
-        }
-    }
-
-    /// Replaces the segments `ids` by one holding their live documents,
-    /// with the protocol of a flush; their deleted documents are gone
-    /// afterwards.
-    fn merge_locked(&self, ids: &[u64]) -> Result<(), IndexError> {
-        let state = self.current();
-        let mut docs = Vec::new();
-        let mut dropped = Vec::new();
-        for id in ids {
-            let missing = || IndexError::corrupted(CATALOG_FILE, "manifest", *id, "segment to merge is not loaded");
-            let segment = &state.segments.get(id).ok_or_else(missing)?.segment;
-            for ordinal in 0..segment.doc_count() {
-                let entry = segment.entry(ordinal)?;
-                if state.deleted.contains(&entry.id) {
-                    dropped.push(entry.id);
-                } else {
-                    let vector = segment.vector(ordinal)?;
-                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: segment.band_keys(ordinal)? });
-                }
-            }
-        }
-        let new_id = self.next_segment_id()?;
-        let moved: Vec<u64> = docs.iter().map(|d| d.id).collect();
-        // As in a flush, the file is complete before the transaction begins.
-        let written = if docs.is_empty() {
-            None
-        } else {
-            let file = build_segment_file(new_id, self.config().minhash.bands, docs);
-            self.write_segment_file(new_id, &file)?;
-            let record =
-                SegmentRecord { doc_count: moved.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
-            drop(file);
-            Some((record, Arc::new(open_written_segment(&*self.storage, new_id)?)))
-        };
-        let txn = self.catalog.begin_write()?;
-        let loaded = match written {
-            Some((record, loaded)) => {
-                let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
-                manifest.insert(new_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
-                Some(loaded)
-            }
-            None => None,
-        };
-        {
-            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
-            for id in ids {
-                manifest.remove(*id).map_err(redb_err("writing manifest"))?;
-            }
-            let mut deleted = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
-            for &id in &dropped {
-                deleted.remove(id).map_err(redb_err("writing deleted"))?;
-            }
-            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
-            let next = (new_id + 1).to_le_bytes();
-            meta.insert("next_segment_id", next.as_slice()).map_err(redb_err("writing meta"))?;
-        }
-        {
-            let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
-            txn.commit().map_err(redb_err("committing the merge"))?;
-            let mut segments = guard.segments.clone();
-            for id in ids {
-                segments.remove(id);
-            }
-            if let Some(loaded) = loaded {
-                segments.insert(new_id, loaded);
-            }
-            let mut deleted = (*guard.deleted).clone();
-            for id in &dropped {
-                deleted.remove(id);
-            }
-            *guard = Arc::new(State {
-                segments,
-                delta: Arc::clone(&guard.delta),
-                delta_index: Arc::clone(&guard.delta_index),
-                deleted: Arc::new(deleted),
-                ranks: Arc::default(),
-                pinned: None,
-            });
-        }
-        // Snapshots that still map the old files keep them readable (an
-        // unlinked file lives on through its map); a removal that fails
-        // leaves an unlisted file, removed at the next writable open.
-        for id in ids {
-            let _ = self.storage.remove(&segment_file_name(*id));
-        }
-        Ok(())
+        self.inner.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(ToString::to_string)
     }
 
     /// Counts describing the index now.
@@ -735,7 +559,7 @@ impl Index {
     /// # Errors
     /// Catalog and I/O errors.
     pub fn stats(&self) -> Result<IndexStats, IndexError> {
-        self.searcher()?.stats(&*self.storage)
+        self.searcher()?.stats(&*self.inner.storage)
     }
 
     /// Checks every checksum and cross-checks the manifest, the catalog and
@@ -753,7 +577,7 @@ impl Index {
             let (id, raw) = row.map_err(redb_err("reading manifest"))?;
             let (id, record) = (id.value(), SegmentRecord::decode(raw.value(), id.value())?);
             let name = segment_file_name(id);
-            let bytes = self.storage.map(&name).map_err(IndexError::io(format!("reading {name}")))?;
+            let bytes = self.inner.storage.map(&name).map_err(IndexError::io(format!("reading {name}")))?;
             let bytes = bytes.as_ref();
             if bytes.len() as u64 != record.byte_len || crc32fast::hash(bytes) != record.file_crc {
                 return Err(IndexError::corrupted(&name, "file", 0, "size or checksum differs from the manifest"));
@@ -990,31 +814,40 @@ impl Writer<'_> {
         document: Document<'_>,
         metadata: Metadata,
     ) -> Result<InsertOutcome, IndexError> {
-        let signature = sign_document(&self.index.signer, document);
-        let id = self.next_doc_id;
-        self.next_doc_id += 1;
         let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
-        let mut fingerprints = txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("opening fingerprints"))?;
-        let mut same = fingerprints.get(signature.fingerprint.0).map_err(redb_err("reading fingerprints"))?;
-        let exact_duplicate_of = match same.next() {
-            Some(entry) => Some(entry.map_err(redb_err("reading fingerprints"))?.value()),
-            None => None,
-        };
-        drop(same);
-        fingerprints.insert(signature.fingerprint.0, id).map_err(redb_err("writing fingerprints"))?;
-        let record = DocRecord { key: key.to_owned(), fingerprint: signature.fingerprint, metadata };
-        txn.open_table(KEYS).map_err(redb_err("opening keys"))?.insert(key, id).map_err(redb_err("writing keys"))?;
-        txn.open_table(DOCS)
-            .map_err(redb_err("opening docs"))?
-            .insert(id, record.encode().as_slice())
-            .map_err(redb_err("writing docs"))?;
-        let pending = PendingRecord { vector: signature.vector.clone(), band_keys: signature.band_keys.clone() };
-        txn.open_table(PENDING)
-            .map_err(redb_err("opening pending"))?
-            .insert(id, pending.encode().as_slice())
-            .map_err(redb_err("writing pending"))?;
-        self.added.insert(id, Arc::new(DeltaDoc { vector: pending.vector, band_keys: pending.band_keys }));
-        Ok(InsertOutcome { id, exact_duplicate_of })
+        let mut tables = InsertTables::open(txn)?;
+        let staging =
+            Staging { signer: &self.index.inner.signer, next_doc_id: &mut self.next_doc_id, added: &mut self.added };
+        staging.insert(&mut tables, key, document, metadata)
+    }
+
+    /// Stores new documents, as [`Writer::insert`] for each in turn, but
+    /// opening the catalog tables once for all of them: the call for a
+    /// batch. The first error stops it; the documents before it stay
+    /// staged, as after that many `insert` calls.
+    ///
+    /// # Errors
+    /// As [`Writer::insert`].
+    pub fn insert_batch<'d, K: AsRef<str>>(
+        &mut self,
+        documents: impl IntoIterator<Item = (K, Document<'d>, Metadata)>,
+    ) -> Result<Vec<InsertOutcome>, IndexError> {
+        let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
+        let mut tables = InsertTables::open(txn)?;
+        let mut outcomes = Vec::new();
+        for (key, document, metadata) in documents {
+            let key = key.as_ref();
+            if tables.keys.get(key).map_err(redb_err("reading keys"))?.is_some() {
+                return Err(IndexError::DuplicateKey { key: key.to_owned() });
+            }
+            let staging = Staging {
+                signer: &self.index.inner.signer,
+                next_doc_id: &mut self.next_doc_id,
+                added: &mut self.added,
+            };
+            outcomes.push(staging.insert(&mut tables, key, document, metadata)?);
+        }
+        Ok(outcomes)
     }
 
     /// The crawler's call: inserts the document unless a stored or staged
@@ -1032,7 +865,7 @@ impl Writer<'_> {
         metadata: Metadata,
         tau: Threshold,
     ) -> Result<InsertIfNew, IndexError> {
-        let signature = sign_document(&self.index.signer, document);
+        let signature = sign_document(&self.index.inner.signer, document);
         // Committed documents, less those this writer deleted, plus those it
         // staged.
         let searcher = self.index.searcher()?;
@@ -1079,7 +912,7 @@ impl Writer<'_> {
         }
         // Flushes and merges need the writer lock, which this writer holds:
         // the published segment list is the one the catalog describes.
-        let state = self.index.current();
+        let state = self.index.inner.current();
         let mut holder = None;
         for (&segment_id, loaded) in &state.segments {
             if loaded.segment.ordinal_of(id)?.is_some() {
@@ -1099,8 +932,9 @@ impl Writer<'_> {
 
     /// Makes every staged change durable (one redb commit) and visible to
     /// new searchers; flushes the delta to a segment when it has reached the
-    /// index's flush threshold. Returns the number of pending documents
-    /// after the commit (and any flush).
+    /// index's flush threshold (or, with background maintenance, asks the
+    /// index's thread to). Returns the number of pending documents after the
+    /// commit (and an inline flush).
     ///
     /// `Ok` means acknowledged: the changes are durable. The flush (and
     /// merge) that may follow is maintenance: if it fails (a full disk, say)
@@ -1118,35 +952,116 @@ impl Writer<'_> {
         }
         let index = self.index;
         let pending = {
-            let mut guard = index.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut guard = index.inner.state.write().unwrap_or_else(|p| p.into_inner());
             txn.commit().map_err(redb_err("committing"))?;
-            let mut delta = (*guard.delta).clone();
+            // The published state is usually held by nobody else (no
+            // searcher of it lives): then its maps are taken and extended in
+            // place, and a commit costs its own documents, not the whole
+            // delta. A searcher that holds it keeps it; the maps are copied.
+            let State { segments, delta, delta_index, deleted, ranks, .. } =
+                match Arc::try_unwrap(std::mem::take(&mut *guard)) {
+                    Ok(state) => state,
+                    Err(shared) => State {
+                        segments: shared.segments.clone(),
+                        delta: Arc::clone(&shared.delta),
+                        delta_index: Arc::clone(&shared.delta_index),
+                        deleted: Arc::clone(&shared.deleted),
+                        ranks: Arc::clone(&shared.ranks),
+                        pinned: None,
+                    },
+                };
+            let mut delta = Arc::unwrap_or_clone(delta);
             for id in &self.removed_pending {
                 delta.remove(id);
             }
             let added = std::mem::take(&mut self.added);
-            guard.delta_index.write().unwrap_or_else(|p| p.into_inner()).queue(&added);
+            delta_index.write().unwrap_or_else(|p| p.into_inner()).queue(&added);
             delta.extend(added);
-            let mut deleted = (*guard.deleted).clone();
-            deleted.extend(self.newly_deleted.drain(..));
+            let deleted = if self.newly_deleted.is_empty() {
+                deleted
+            } else {
+                let mut deleted = Arc::unwrap_or_clone(deleted);
+                deleted.extend(self.newly_deleted.drain(..));
+                Arc::new(deleted)
+            };
             let pending = delta.len();
-            *guard = Arc::new(State {
-                segments: guard.segments.clone(),
-                delta: Arc::new(delta),
-                delta_index: Arc::clone(&guard.delta_index),
-                deleted: Arc::new(deleted),
-                ranks: Arc::clone(&guard.ranks),
-                pinned: None,
-            });
+            *guard = Arc::new(State { segments, delta: Arc::new(delta), delta_index, deleted, ranks, pinned: None });
             pending
         };
-        if pending >= index.options.flush_threshold {
-            let flushed = index.flush_locked();
-            let pending = index.current().delta.len();
-            *index.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()) = flushed.err();
+        if pending >= index.inner.options.flush_threshold {
+            if let Some(worker) = &index.worker {
+                worker.request();
+                return Ok(pending);
+            }
+            // This writer holds the writer lock: the job runs inline.
+            let flushed = index.inner.flush_and_merge(maintenance::WriterLock::Held);
+            let pending = index.inner.current().delta.len();
+            *index.inner.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()) = flushed.err();
             return Ok(pending);
         }
         Ok(pending)
+    }
+}
+
+/// The catalog tables an insert writes, opened once for a batch.
+struct InsertTables<'t> {
+    keys: redb::Table<'t, &'static str, u64>,
+    docs: redb::Table<'t, u64, &'static [u8]>,
+    pending: redb::Table<'t, u64, &'static [u8]>,
+    fingerprints: redb::MultimapTable<'t, u128, u64>,
+}
+
+impl<'t> InsertTables<'t> {
+    fn open(txn: &'t redb::WriteTransaction) -> Result<Self, IndexError> {
+        Ok(InsertTables {
+            keys: txn.open_table(KEYS).map_err(redb_err("opening keys"))?,
+            docs: txn.open_table(DOCS).map_err(redb_err("opening docs"))?,
+            pending: txn.open_table(PENDING).map_err(redb_err("opening pending"))?,
+            fingerprints: txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("opening fingerprints"))?,
+        })
+    }
+}
+
+/// What an insert changes in its writer besides the catalog (the fields
+/// are borrowed apart from the transaction the tables borrow).
+struct Staging<'w> {
+    signer: &'w Signer,
+    next_doc_id: &'w mut u64,
+    added: &'w mut BTreeMap<u64, Arc<DeltaDoc>>,
+}
+
+impl Staging<'_> {
+    /// Signs and stages one document whose key is known to be free.
+    fn insert(
+        self,
+        tables: &mut InsertTables<'_>,
+        key: &str,
+        document: Document<'_>,
+        metadata: Metadata,
+    ) -> Result<InsertOutcome, IndexError> {
+        // A signature made here is moved into the records; one handed in
+        // is copied.
+        let (vector, band_keys, fingerprint) = match sign_document(self.signer, document) {
+            std::borrow::Cow::Owned(s) => (s.vector, s.band_keys, s.fingerprint),
+            std::borrow::Cow::Borrowed(s) => (s.vector.clone(), s.band_keys.clone(), s.fingerprint),
+        };
+        let id = *self.next_doc_id;
+        *self.next_doc_id += 1;
+        let fingerprints = &mut tables.fingerprints;
+        let mut same = fingerprints.get(fingerprint.0).map_err(redb_err("reading fingerprints"))?;
+        let exact_duplicate_of = match same.next() {
+            Some(entry) => Some(entry.map_err(redb_err("reading fingerprints"))?.value()),
+            None => None,
+        };
+        drop(same);
+        fingerprints.insert(fingerprint.0, id).map_err(redb_err("writing fingerprints"))?;
+        let record = DocRecord { key: key.to_owned(), fingerprint, metadata };
+        tables.keys.insert(key, id).map_err(redb_err("writing keys"))?;
+        tables.docs.insert(id, record.encode().as_slice()).map_err(redb_err("writing docs"))?;
+        let pending = PendingRecord { vector, band_keys };
+        tables.pending.insert(id, pending.encode().as_slice()).map_err(redb_err("writing pending"))?;
+        self.added.insert(id, Arc::new(DeltaDoc { vector: pending.vector, band_keys: pending.band_keys }));
+        Ok(InsertOutcome { id, exact_duplicate_of })
     }
 }
 

@@ -102,7 +102,7 @@ pub fn reference_steps() -> Vec<Step> {
 
 /// Options of the workload's index: small flushes, so segments appear.
 pub fn options() -> IndexOptions {
-    IndexOptions { flush_threshold: 5 }
+    IndexOptions { flush_threshold: 5, ..IndexOptions::default() }
 }
 
 /// What a run acknowledged.

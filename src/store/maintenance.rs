@@ -1,0 +1,428 @@
+//! Flushes and merges: the maintenance that turns pending documents into
+//! segments and keeps the segment count logarithmic.
+//!
+//! Every job builds its segment file from a snapshot, writes it by the flush
+//! protocol (FORMAT.md §8) and then *installs* it: one catalog transaction,
+//! under the writer lock, and a new published state. By default the commit
+//! that reaches the flush threshold runs the job itself while its writer
+//! holds the lock, so nothing changes between snapshot and install. With
+//! [`IndexOptions::background_maintenance`](super::IndexOptions) a thread
+//! runs the jobs and takes the writer lock only to install, so writers go on
+//! committing meanwhile; the install reconciles what they changed:
+//!
+//! - a flush drops from the pending table only the documents it wrote; one
+//!   deleted (or replaced) since its snapshot is in the new segment but no
+//!   longer live, so it is recorded as deleted there;
+//! - a merge removes the deletions it applied; a document deleted while it
+//!   was building is in the new segment, so its deletion moves there.
+//!
+//! Jobs never overlap: the background thread, [`Index::flush`] and
+//! [`Index::optimize`] hold the maintenance lock, always taken before the
+//! writer lock; a commit running a job inline holds the writer lock, which
+//! excludes both (there is no background thread then).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use super::catalog::{SegmentRecord, DELETED, MANIFEST, META, PENDING};
+use super::delta::DeltaIndex;
+use super::segment::{build_segment_file, SegmentDoc, SegmentFile};
+use super::{
+    open_written_segment, redb_err, segment_file_name, sync_dir, Index, IndexError, Inner, State, CATALOG_FILE,
+    MERGE_FACTOR,
+};
+
+/// Whether a job's caller already holds the writer lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WriterLock {
+    /// The caller holds it (a commit, `flush`, `optimize`).
+    Held,
+    /// The job takes it to install (the background thread).
+    Take,
+}
+
+impl Index {
+    /// Writes every pending document to a new segment now (after a
+    /// background job that is running, if any), then merges by the tiered
+    /// policy.
+    ///
+    /// # Errors
+    /// [`IndexError::ReadOnly`], I/O and catalog errors.
+    pub fn flush(&self) -> Result<(), IndexError> {
+        let _jobs = lock(&self.inner.maintenance_lock);
+        let _writer = lock(&self.inner.writer_lock);
+        self.inner.flush_and_merge(WriterLock::Held)
+    }
+
+    /// Merges every segment into one, dropping deleted documents (after
+    /// flushing pending documents). Readers keep their snapshots; the
+    /// writer waits.
+    ///
+    /// # Errors
+    /// [`IndexError::ReadOnly`], I/O, catalog and corruption errors.
+    pub fn optimize(&self) -> Result<(), IndexError> {
+        let _jobs = lock(&self.inner.maintenance_lock);
+        let _writer = lock(&self.inner.writer_lock);
+        self.inner.flush_and_merge(WriterLock::Held)?;
+        let state = self.inner.current();
+        if state.segments.len() > 1 || !state.deleted.is_empty() {
+            let ids: Vec<u64> = state.segments.keys().copied().collect();
+            self.inner.merge(&ids, WriterLock::Held)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the background thread has no job running or requested
+    /// (returns at once without background maintenance). Its outcome is in
+    /// [`Index::maintenance_error`].
+    pub fn wait_for_maintenance(&self) {
+        if let Some(worker) = &self.worker {
+            worker.wait_idle();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    /// A flush, then merges by the policy.
+    pub(super) fn flush_and_merge(&self, writer: WriterLock) -> Result<(), IndexError> {
+        self.flush_pending(writer)?;
+        self.merge_by_policy(writer)
+    }
+
+    /// The background thread's job: flushes while the pending documents
+    /// reach the threshold (more arrive during a flush), then merges.
+    fn background_job(&self) -> Result<(), IndexError> {
+        let _jobs = lock(&self.maintenance_lock);
+        while self.current().delta.len() >= self.options.flush_threshold.max(1) {
+            self.flush_pending(WriterLock::Take)?;
+        }
+        self.merge_by_policy(WriterLock::Take)
+    }
+
+    /// The flush protocol: the pending documents of the current snapshot
+    /// go to a new segment.
+    fn flush_pending(&self, writer: WriterLock) -> Result<(), IndexError> {
+        let snapshot = self.current();
+        if snapshot.delta.is_empty() {
+            return Ok(());
+        }
+        // The segment file is written before the catalog transaction
+        // begins, so that a failure writing it (a full disk) leaves the
+        // catalog untouched.
+        let segment_id = self.next_segment_id()?;
+        let bands = self.signer.config().minhash.bands;
+        let docs: Vec<SegmentDoc> = snapshot
+            .delta
+            .iter()
+            .map(|(&id, d)| SegmentDoc { id, vector: d.vector.clone(), band_keys: d.band_keys.clone() })
+            .collect();
+        // The ids written, ascending. The snapshot goes now: while it is
+        // held, every commit has to copy the delta instead of extending it.
+        let written: Vec<u64> = snapshot.delta.keys().copied().collect();
+        drop(snapshot);
+        let file = build_segment_file(segment_id, bands, docs);
+        self.write_segment_file(segment_id, &file)?;
+        let record =
+            SegmentRecord { doc_count: written.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
+        drop(file);
+        let _writer = (writer == WriterLock::Take).then(|| lock(&self.writer_lock));
+        let current = self.current();
+        // Written documents no longer pending: deleted or replaced since the
+        // snapshot (only with background maintenance).
+        let gone: Vec<u64> = written.iter().copied().filter(|id| !current.delta.contains_key(id)).collect();
+        let everything = gone.is_empty() && current.delta.len() == written.len();
+        let txn = self.catalog.begin_write()?;
+        {
+            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+            manifest.insert(segment_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
+            drop(manifest);
+            if everything {
+                // Every pending document was written: the whole table goes.
+                txn.delete_table(PENDING).map_err(redb_err("clearing pending"))?;
+                txn.open_table(PENDING).map_err(redb_err("recreating pending"))?;
+            } else {
+                // Documents committed after the snapshot have larger ids
+                // than every written one (ids ascend with commits), so the
+                // written rows still pending are those up to the largest
+                // written id: one range removal, its count checked.
+                let mut pending = txn.open_table(PENDING).map_err(redb_err("opening pending"))?;
+                let last = written.last().copied().unwrap_or(0);
+                let mut removed = 0usize;
+                pending
+                    .retain_in(..=last, |_, _| {
+                        removed += 1;
+                        false
+                    })
+                    .map_err(redb_err("writing pending"))?;
+                if removed != written.len() - gone.len() {
+                    return Err(IndexError::corrupted(
+                        CATALOG_FILE,
+                        "pending",
+                        last,
+                        "pending table disagrees with the delta",
+                    ));
+                }
+                let mut deleted = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
+                for &id in &gone {
+                    deleted.insert(id, segment_id).map_err(redb_err("writing deleted"))?;
+                }
+            }
+            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+            meta.insert("next_segment_id", (segment_id + 1).to_le_bytes().as_slice())
+                .map_err(redb_err("writing meta"))?;
+        }
+        let loaded = Arc::new(open_written_segment(&*self.storage, segment_id)?);
+        let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+        txn.commit().map_err(redb_err("committing the flush"))?;
+        let mut segments = guard.segments.clone();
+        segments.insert(segment_id, loaded);
+        let delta: BTreeMap<u64, Arc<super::DeltaDoc>> = guard
+            .delta
+            .iter()
+            .filter(|(id, _)| written.binary_search(id).is_err())
+            .map(|(k, v)| (*k, Arc::clone(v)))
+            .collect();
+        let deleted = if gone.is_empty() {
+            Arc::clone(&guard.deleted)
+        } else {
+            let mut deleted = (*guard.deleted).clone();
+            deleted.extend(gone);
+            Arc::new(deleted)
+        };
+        *guard = Arc::new(State {
+            segments,
+            delta_index: DeltaIndex::shared(&delta),
+            delta: Arc::new(delta),
+            deleted,
+            ranks: Arc::default(),
+            pinned: None,
+        });
+        Ok(())
+    }
+
+    /// The id the next segment gets. Jobs do not overlap, so the committed
+    /// value is the current one.
+    fn next_segment_id(&self) -> Result<u64, IndexError> {
+        let txn = self.catalog.begin_read()?;
+        let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+        super::meta_u64(&meta, "next_segment_id")
+    }
+
+    /// Steps 2 and 3 of the flush protocol (FORMAT.md §8): temporary name,
+    /// fsync, rename, directory fsync.
+    fn write_segment_file(&self, segment_id: u64, file: &SegmentFile) -> Result<(), IndexError> {
+        let name = segment_file_name(segment_id);
+        let tmp = format!("{name}.tmp");
+        let storage = &*self.storage;
+        storage.write_new_parts(&tmp, &file.parts()).map_err(IndexError::io(format!("writing {tmp}")))?;
+        storage.sync(&tmp).map_err(IndexError::io(format!("syncing {tmp}")))?;
+        storage.rename(&tmp, &name).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
+        sync_dir(storage)
+    }
+
+    /// The tiered merge policy: a segment's tier is ⌊log_F(documents)⌋ with
+    /// F = [`MERGE_FACTOR`]; whenever a tier holds F segments, they are
+    /// merged into one (of a higher tier). Fewer than F segments remain per
+    /// tier, and there are ⌈log_F(documents)⌉ tiers: the segment count is
+    /// logarithmic in the number of documents.
+    fn merge_by_policy(&self, writer: WriterLock) -> Result<(), IndexError> {
+        loop {
+            let state = self.current();
+            let mut tiers: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
+            for (&id, loaded) in &state.segments {
+                let docs = loaded.segment.doc_count().max(1);
+                tiers.entry(docs.ilog(MERGE_FACTOR as u32)).or_default().push((docs, id));
+            }
+            let Some(mut tier) = tiers.into_values().find(|t| t.len() >= MERGE_FACTOR) else {
+                return Ok(());
+            };
+            tier.sort_unstable();
+            let ids: Vec<u64> = tier.iter().take(MERGE_FACTOR).map(|&(_, id)| id).collect();
+            self.merge(&ids, writer)?;
+        }
+    }
+
+    /// Replaces the segments `ids` by one holding their live documents,
+    /// with the protocol of a flush; their deleted documents are gone
+    /// afterwards.
+    fn merge(&self, ids: &[u64], writer: WriterLock) -> Result<(), IndexError> {
+        // Only what the merge reads is kept of the snapshot (see
+        // `flush_pending`).
+        let (segments, deleted_before) = {
+            let snapshot = self.current();
+            let mut segments = Vec::new();
+            for id in ids {
+                let missing = || IndexError::corrupted(CATALOG_FILE, "manifest", *id, "segment to merge is not loaded");
+                segments.push(Arc::clone(snapshot.segments.get(id).ok_or_else(missing)?));
+            }
+            (segments, Arc::clone(&snapshot.deleted))
+        };
+        let mut docs = Vec::new();
+        let mut dropped = Vec::new();
+        for loaded in &segments {
+            let segment = &loaded.segment;
+            for ordinal in 0..segment.doc_count() {
+                let entry = segment.entry(ordinal)?;
+                if deleted_before.contains(&entry.id) {
+                    dropped.push(entry.id);
+                } else {
+                    let vector = segment.vector(ordinal)?;
+                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: segment.band_keys(ordinal)? });
+                }
+            }
+        }
+        let new_id = self.next_segment_id()?;
+        let mut moved: Vec<u64> = docs.iter().map(|d| d.id).collect();
+        moved.sort_unstable();
+        // As in a flush, the file is complete before the transaction begins.
+        let written = if docs.is_empty() {
+            None
+        } else {
+            let file = build_segment_file(new_id, self.signer.config().minhash.bands, docs);
+            self.write_segment_file(new_id, &file)?;
+            let record =
+                SegmentRecord { doc_count: moved.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
+            drop(file);
+            Some((record, Arc::new(open_written_segment(&*self.storage, new_id)?)))
+        };
+        let _writer = (writer == WriterLock::Take).then(|| lock(&self.writer_lock));
+        let current = self.current();
+        // Documents deleted while the merge was building (only with
+        // background maintenance) are in the new segment.
+        let late: Vec<u64> =
+            current.deleted.difference(&deleted_before).copied().filter(|id| moved.binary_search(id).is_ok()).collect();
+        let txn = self.catalog.begin_write()?;
+        let loaded = match written {
+            Some((record, loaded)) => {
+                let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+                manifest.insert(new_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
+                Some(loaded)
+            }
+            None => None,
+        };
+        {
+            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+            for id in ids {
+                manifest.remove(*id).map_err(redb_err("writing manifest"))?;
+            }
+            let mut deleted = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
+            for &id in &dropped {
+                deleted.remove(id).map_err(redb_err("writing deleted"))?;
+            }
+            for &id in &late {
+                deleted.insert(id, new_id).map_err(redb_err("writing deleted"))?;
+            }
+            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+            let next = (new_id + 1).to_le_bytes();
+            meta.insert("next_segment_id", next.as_slice()).map_err(redb_err("writing meta"))?;
+        }
+        {
+            let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+            txn.commit().map_err(redb_err("committing the merge"))?;
+            let mut segments = guard.segments.clone();
+            for id in ids {
+                segments.remove(id);
+            }
+            if let Some(loaded) = loaded {
+                segments.insert(new_id, loaded);
+            }
+            let mut deleted = (*guard.deleted).clone();
+            for id in &dropped {
+                deleted.remove(id);
+            }
+            *guard = Arc::new(State {
+                segments,
+                delta: Arc::clone(&guard.delta),
+                delta_index: Arc::clone(&guard.delta_index),
+                deleted: Arc::new(deleted),
+                ranks: Arc::default(),
+                pinned: None,
+            });
+        }
+        // Snapshots that still map the old files keep them readable (an
+        // unlinked file lives on through its map); a removal that fails
+        // leaves an unlisted file, removed at the next writable open.
+        for id in ids {
+            let _ = self.storage.remove(&segment_file_name(*id));
+        }
+        Ok(())
+    }
+}
+
+/// The background maintenance thread of a writable index.
+pub(super) struct Worker {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    jobs: Mutex<Jobs>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Jobs {
+    requested: bool,
+    running: bool,
+    stop: bool,
+}
+
+impl Worker {
+    /// Starts the thread; it runs a job whenever one is requested.
+    pub(super) fn start(inner: Arc<Inner>) -> Result<Worker, IndexError> {
+        let shared = Arc::new(Shared::default());
+        let theirs = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("neardex-maintenance".into())
+            .spawn(move || loop {
+                {
+                    let mut jobs = lock(&theirs.jobs);
+                    while !jobs.requested && !jobs.stop {
+                        jobs = theirs.changed.wait(jobs).unwrap_or_else(|p| p.into_inner());
+                    }
+                    if jobs.stop {
+                        return;
+                    }
+                    jobs.requested = false;
+                    jobs.running = true;
+                }
+                let outcome = inner.background_job();
+                *lock(&inner.maintenance_error) = outcome.err();
+                lock(&theirs.jobs).running = false;
+                theirs.changed.notify_all();
+            })
+            .map_err(IndexError::io("starting the maintenance thread".to_owned()))?;
+        Ok(Worker { shared, thread: Some(thread) })
+    }
+
+    /// Asks for a job (one pending request covers any number of asks).
+    pub(super) fn request(&self) {
+        lock(&self.shared.jobs).requested = true;
+        self.shared.changed.notify_all();
+    }
+
+    fn wait_idle(&self) {
+        let mut jobs = lock(&self.shared.jobs);
+        while jobs.requested || jobs.running {
+            jobs = self.shared.changed.wait(jobs).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Drop for Worker {
+    /// Lets a running job finish (a requested one is left: its documents
+    /// stay pending, durable, until a later flush), then joins the thread.
+    fn drop(&mut self) {
+        lock(&self.shared.jobs).stop = true;
+        self.shared.changed.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
