@@ -407,7 +407,8 @@ impl Worker {
         self.shared.changed.notify_all();
     }
 
-    fn wait_idle(&self) {
+    /// Waits until no job is running or requested.
+    pub(super) fn wait_idle(&self) {
         let mut jobs = lock(&self.shared.jobs);
         while jobs.requested || jobs.running {
             jobs = self.shared.changed.wait(jobs).unwrap_or_else(|p| p.into_inner());

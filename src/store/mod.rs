@@ -65,8 +65,9 @@ pub struct IndexOptions {
     /// Where flushes and merges run. `false` (the default): inside the
     /// commit that reaches the flush threshold, which returns when they are
     /// done. `true`: on a thread of the index, while writers go on
-    /// committing (a commit then only asks for them); see
-    /// [`Index::wait_for_maintenance`].
+    /// committing (a commit then only asks for them, unless twice the
+    /// threshold is pending: then it waits for the job, so that pending
+    /// documents stay bounded); see [`Index::wait_for_maintenance`].
     pub background_maintenance: bool,
 }
 
@@ -510,7 +511,7 @@ impl Index {
         Ok(Writer {
             index: self,
             txn: Some(txn),
-            _guard: guard,
+            guard: Some(guard),
             next_doc_id,
             added: BTreeMap::new(),
             removed_pending: Vec::new(),
@@ -754,7 +755,8 @@ fn sign_document<'d>(signer: &Signer, document: Document<'d>) -> std::borrow::Co
 pub struct Writer<'a> {
     index: &'a Index,
     txn: Option<redb::WriteTransaction>,
-    _guard: MutexGuard<'a, ()>,
+    /// The writer lock, held until the writer commits or drops.
+    guard: Option<MutexGuard<'a, ()>>,
     next_doc_id: u64,
     added: BTreeMap<u64, Arc<DeltaDoc>>,
     removed_pending: Vec<u64>,
@@ -991,6 +993,13 @@ impl Writer<'_> {
         if pending >= index.inner.options.flush_threshold {
             if let Some(worker) = &index.worker {
                 worker.request();
+                // A write stall: pending documents (memory, the catalog)
+                // stay bounded when maintenance cannot keep up. The lock
+                // goes first: the job needs it to install.
+                if pending >= index.inner.options.flush_threshold.saturating_mul(2) {
+                    drop(self.guard.take());
+                    worker.wait_idle();
+                }
                 return Ok(pending);
             }
             // This writer holds the writer lock: the job runs inline.
