@@ -7,7 +7,10 @@
 //!
 //! - baseline: generating and signing the pages on both cores, no index;
 //! - ingest: the same, with one writer inserting into an index, 1,000
-//!   documents per durable commit, flushes and merges included;
+//!   documents per durable commit, flushes and merges included: once with
+//!   the defaults (maintenance inside the commits, one `insert` a
+//!   document), once with background maintenance and one `insert_batch` a
+//!   commit (the open-time figures use this index);
 //! - the index's bytes on disk against its signature vectors, keys and
 //!   metadata;
 //! - open time and resident memory right after `Index::open_read_only`,
@@ -20,7 +23,7 @@ mod common;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
-use neardex::store::{Document, Index, Metadata};
+use neardex::store::{Document, Index, IndexOptions, Metadata};
 use neardex::{DocumentSignature, SignatureConfig, Signer};
 
 const BATCH: usize = 1_000;
@@ -154,6 +157,85 @@ fn open_only(dir: &str) {
     );
 }
 
+/// One durable ingest of pages `0..n` (signed on two threads, 1,000 per
+/// commit), with inline or background maintenance; prints its figures and
+/// returns its rate, directory and index.
+fn ingest(
+    corpus: &Corpus,
+    signer: &Signer,
+    n: u64,
+    background: bool,
+    baseline: f64,
+) -> (f64, tempfile::TempDir, Index) {
+    let dir = tempfile::tempdir_in(std::env::var("NEARDEX_BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
+    let options = IndexOptions { background_maintenance: background, ..IndexOptions::default() };
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap();
+    let start = Instant::now();
+    let mut batch: Vec<(String, DocumentSignature)> = Vec::with_capacity(BATCH);
+    let (mut logical, mut key_bytes) = (0u64, 0u64);
+    let mut commit_secs = 0.0;
+    let mut flush_secs = 0.0;
+    let mut commit = |batch: &mut Vec<(String, DocumentSignature)>| {
+        let mut w = index.writer().unwrap();
+        if background {
+            let docs = batch.iter().map(|(k, s)| (k.as_str(), Document::Signatures(s), Metadata::default()));
+            w.insert_batch(docs).unwrap();
+        } else {
+            for (key, s) in batch.iter() {
+                w.insert(key, Document::Signatures(s), Metadata::default()).unwrap();
+            }
+        }
+        batch.clear();
+        let committing = Instant::now();
+        let pending = w.commit().unwrap();
+        let spent = committing.elapsed().as_secs_f64();
+        commit_secs += spent;
+        if pending == 0 {
+            flush_secs += spent;
+        }
+    };
+    produce(corpus, signer, n, |i, s| {
+        let key = format!("https://news.example/{i}");
+        key_bytes += key.len() as u64;
+        logical += s.vector.distinct() * 12;
+        batch.push((key, s));
+        if batch.len() == BATCH {
+            commit(&mut batch);
+        }
+    });
+    if !batch.is_empty() {
+        commit(&mut batch);
+    }
+    // The ingest ends when every flush and merge has.
+    index.wait_for_maintenance();
+    assert_eq!(index.maintenance_error(), None);
+    let ingest = n as f64 / start.elapsed().as_secs_f64();
+    let stats = index.stats().unwrap();
+    let mode = if background { "background maintenance, insert_batch" } else { "inline maintenance, insert" };
+    println!(
+        "ingest ({mode}): {n} pages, {BATCH} per durable commit, 2 signing threads + 1 writer: {ingest:.0} docs/s \
+         ({:.2} of the baseline); {} segments, {} pending",
+        ingest / baseline,
+        stats.segments,
+        stats.pending
+    );
+    let catalog = std::fs::metadata(dir.path().join("catalog.redb")).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "  of which in commit(): {commit_secs:.1} s ({flush_secs:.1} s in commits that flushed inline) of {:.1} s; \
+         catalog {catalog} bytes, segments {} bytes",
+        n as f64 / ingest,
+        stats.bytes_on_disk - catalog
+    );
+    let base = logical + key_bytes;
+    println!(
+        "  footprint: {} bytes on disk for {} bytes of vectors (12 B an entry) and keys: {:.2}x",
+        stats.bytes_on_disk,
+        base,
+        stats.bytes_on_disk as f64 / base as f64
+    );
+    (ingest, dir, index)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--open-only") {
@@ -173,58 +255,10 @@ fn main() {
     let baseline = n as f64 / start.elapsed().as_secs_f64();
     println!("baseline: generate + sign {n} pages on 2 threads: {baseline:.0} docs/s");
 
-    let dir = tempfile::tempdir_in(std::env::var("NEARDEX_BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
-    let index = Index::create(dir.path(), SignatureConfig::default()).unwrap();
-    let start = Instant::now();
-    let mut writer = Some(index.writer().unwrap());
-    let mut in_batch = 0;
-    let (mut logical, mut key_bytes) = (0u64, 0u64);
-    let mut commit_secs = 0.0;
-    let mut flush_secs = 0.0;
-    produce(&corpus, &signer, n, |i, s| {
-        let key = format!("https://news.example/{i}");
-        key_bytes += key.len() as u64;
-        logical += s.vector.distinct() * 12;
-        let w = writer.as_mut().unwrap();
-        w.insert(&key, Document::Signatures(&s), Metadata::default()).unwrap();
-        in_batch += 1;
-        if in_batch == BATCH {
-            let committing = Instant::now();
-            let pending = writer.take().unwrap().commit().unwrap();
-            let spent = committing.elapsed().as_secs_f64();
-            commit_secs += spent;
-            if pending == 0 {
-                flush_secs += spent;
-            }
-            writer = Some(index.writer().unwrap());
-            in_batch = 0;
-        }
-    });
-    writer.take().unwrap().commit().unwrap();
-    drop(writer);
-    let ingest = n as f64 / start.elapsed().as_secs_f64();
-    let stats = index.stats().unwrap();
-    println!(
-        "ingest: {n} pages, {BATCH} per durable commit, 2 signing threads + 1 writer: {ingest:.0} docs/s \
-         ({:.2} of the baseline); {} segments, {} pending",
-        ingest / baseline,
-        stats.segments,
-        stats.pending
-    );
-    let catalog = std::fs::metadata(dir.path().join("catalog.redb")).map(|m| m.len()).unwrap_or(0);
-    println!(
-        "  of which in commit(): {commit_secs:.1} s ({flush_secs:.1} s in commits that flushed) of {:.1} s; \
-         catalog {catalog} bytes, segments {} bytes",
-        n as f64 / ingest,
-        stats.bytes_on_disk - catalog
-    );
-    let base = logical + key_bytes;
-    println!(
-        "footprint: {} bytes on disk for {} bytes of vectors (12 B an entry) and keys: {:.2}x",
-        stats.bytes_on_disk,
-        base,
-        stats.bytes_on_disk as f64 / base as f64
-    );
+    // Inline maintenance and one insert call a document (the defaults),
+    // then background maintenance with one insert_batch call a commit.
+    drop(ingest(&corpus, &signer, n, false, baseline));
+    let (_, dir, index) = ingest(&corpus, &signer, n, true, baseline);
     drop(index);
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--open-only", dir.path().to_str().unwrap()])

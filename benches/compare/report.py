@@ -77,7 +77,7 @@ print(f"| prefix-spotsigs (neardex SpotSigs) | — | "
 print()
 lsh = runs.get(ours, [{}])[0]
 print(f"neardex LSH query path (word 3-shingles): p50 {fmt(median(ours, 'lsh_query_p50_us'), 1)} µs, "
-      f"p99 {fmt(median(ours, 'lsh_query_p99_us'), 1)} µs, recall on the query sample {fmt(median(ours, 'lsh_sample_recall'), 4)}.")
+      f"p99 {fmt(median(ours, 'lsh_query_p99_us'), 1)} µs, recall on the query sample (matches other than the query page itself) {fmt(median(ours, 'lsh_sample_recall'), 4)}.")
 versions = {r["tool"]: r.get("version") for rs in runs.values() for r in rs if r.get("version")}
 gaoya = subprocess.run(["cargo", "tree", "--manifest-path", os.path.join(os.path.dirname(results_path), "..", "..", "..", "Cargo.toml"),
                         "-p", "gaoya", "--depth", "0"], capture_output=True, text=True).stdout.strip()

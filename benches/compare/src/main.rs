@@ -49,6 +49,12 @@ fn main() {
         "gen" => generate(arg(1).parse().unwrap_or_else(|_| usage()), Path::new(arg(2))),
         "neardex" => run_neardex(Path::new(arg(1)), scheme(arg(2))),
         "requery" => requery(Path::new(arg(1)), scheme(arg(2))),
+        "lsh" => lsh_banding(
+            Path::new(arg(1)),
+            scheme(arg(2)),
+            arg(3).parse().unwrap_or_else(|_| usage()),
+            arg(4).parse().unwrap_or_else(|_| usage()),
+        ),
         "prefix" => prefix::run(Path::new(arg(1)), scheme(arg(2))),
         "gaoya" => run_gaoya(Path::new(arg(1))),
         "score" => score(Path::new(arg(1)), Path::new(arg(2))),
@@ -58,7 +64,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: neardex-compare gen N DIR | neardex DIR SCHEME | requery DIR SCHEME | prefix DIR SCHEME | gaoya DIR | score TRUTH PAIRS"
+        "usage: neardex-compare gen N DIR | neardex DIR SCHEME | requery DIR SCHEME | lsh DIR SCHEME BANDS ROWS | prefix DIR SCHEME | gaoya DIR | score TRUTH PAIRS"
     );
     std::process::exit(2)
 }
@@ -373,6 +379,105 @@ fn requery(dir: &Path, scheme: Scheme) {
     );
 }
 
+/// The sample pages (of `n`) signed as queries, each with its document id
+/// (page number + `first`, the id of page 0).
+fn sample_queries(input: &Path, scheme: Scheme, signer: &Signer, n: u64, first: u64) -> Vec<(u64, DocumentSignature)> {
+    let wanted: HashSet<u64> = sample(n).into_iter().collect();
+    let mut queries = Vec::new();
+    let mut docs = Docs::open(input);
+    let mut scratch = neardex::Scratch::default();
+    loop {
+        let chunk = docs.chunk(BATCH);
+        if chunk.is_empty() {
+            return queries;
+        }
+        for (i, doc) in chunk {
+            if wanted.contains(&i) {
+                queries.push((first + i, scheme.sign(signer, &doc, &mut scratch)));
+            }
+        }
+    }
+}
+
+/// Matches other than the query's own page (stored, so always its own
+/// match): what the LSH recall counts.
+fn other_matches(matches: Vec<neardex::oracle::Match>, own: u64) -> usize {
+    matches.iter().filter(|m| m.id != own).count()
+}
+
+/// One pass of the sample queries through the exact and the LSH path.
+struct QueryTimes {
+    /// p50 and p99 of the exact query, µs.
+    exact: (f64, f64),
+    /// p50 and p99 of the LSH query, µs.
+    lsh: (f64, f64),
+    exact_found: usize,
+    lsh_found: usize,
+}
+
+fn time_queries(
+    searcher: &neardex::store::Searcher,
+    queries: &[(u64, DocumentSignature)],
+    tau: Threshold,
+) -> QueryTimes {
+    let (mut exact_times, mut lsh_times) = (Vec::new(), Vec::new());
+    let (mut exact_found, mut lsh_found) = (0, 0);
+    for (own, q) in queries {
+        let t = Instant::now();
+        exact_found += other_matches(searcher.query(&q.vector, tau).unwrap(), *own);
+        exact_times.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        lsh_found += other_matches(searcher.query_lsh(q, tau).unwrap(), *own);
+        lsh_times.push(t.elapsed().as_secs_f64());
+    }
+    QueryTimes { exact: percentiles(exact_times), lsh: percentiles(lsh_times), exact_found, lsh_found }
+}
+
+/// The LSH query path under another banding than the default (b bands of
+/// r rows, b·r MinHash values): builds the scheme's index with it (as the
+/// `neardex` run does, under `neardex-lsh-SCHEME-bBrR`), then runs the
+/// sample queries through `query_lsh` and the exact query and prints their
+/// p50/p99 and the LSH recall against the exact matches (LSH results are
+/// verified: precision 1).
+fn lsh_banding(dir: &Path, scheme: Scheme, bands: u32, rows: u32) {
+    let minhash = neardex::MinHashConfig { permutations: bands * rows, bands, rows };
+    let config = SignatureConfig { minhash, ..scheme.config() };
+    let signer = Signer::new(config.clone()).unwrap();
+    let tau = Threshold::new(TAU).unwrap();
+    let input = scheme.input(dir);
+    let index_dir = dir.join(format!("neardex-lsh-{}-b{bands}r{rows}", scheme.name()));
+    let _ = std::fs::remove_dir_all(&index_dir);
+    let options = neardex::store::IndexOptions { background_maintenance: true, ..Default::default() };
+    let index = Index::create_with(&index_dir, config, options).unwrap();
+    let mut n = 0u64;
+    sign_all(&input, scheme, &signer, |chunk| {
+        n += chunk.len() as u64;
+        let mut writer = index.writer().unwrap();
+        let batch = chunk.iter().map(|(i, s)| (i.to_string(), Document::Signatures(s), Metadata::default()));
+        writer.insert_batch(batch).unwrap();
+        writer.commit().unwrap();
+    });
+    index.wait_for_maintenance();
+    let searcher = index.searcher().unwrap();
+    let first = searcher.get("0").unwrap().expect("page 0 is stored").id;
+    let queries = sample_queries(&input, scheme, &signer, n, first);
+    // Twice, the second pass reported (warm, as `requery`).
+    time_queries(&searcher, &queries, tau);
+    let QueryTimes { exact, lsh, exact_found, lsh_found } = time_queries(&searcher, &queries, tau);
+    println!(
+        "{{\"tool\": \"lsh-{}-b{bands}r{rows}\", \"documents\": {n}, \"exact_p50_us\": {:.1}, \"exact_p99_us\": {:.1}, \
+         \"lsh_p50_us\": {:.1}, \"lsh_p99_us\": {:.1}, \"exact_matches\": {exact_found}, \"lsh_matches\": {lsh_found}, \
+         \"lsh_recall\": {:.5}, \"disk_bytes\": {}}}",
+        scheme.name(),
+        exact.0,
+        exact.1,
+        lsh.0,
+        lsh.1,
+        if exact_found == 0 { 1.0 } else { lsh_found as f64 / exact_found as f64 },
+        dir_bytes(&index_dir)
+    );
+}
+
 /// Issue 4's latency table on an existing index: at τ = 0.5, 0.8 and 0.9,
 /// p50/p99 of the exact query with full pruning (the sample, warm: second
 /// pass), with the length window only and with no pruning (the first 100
@@ -493,33 +598,9 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     let page = |id: u64| (id - first) as u32;
 
     // Single queries: the sample pages' own signatures, exact and LSH.
-    let wanted: HashSet<u64> = sample(n).into_iter().collect();
-    let mut queries = Vec::new();
-    let mut docs = Docs::open(&input);
-    let mut scratch = neardex::Scratch::default();
-    loop {
-        let chunk = docs.chunk(BATCH);
-        if chunk.is_empty() {
-            break;
-        }
-        for (i, doc) in chunk {
-            if wanted.contains(&i) {
-                queries.push(scheme.sign(&signer, &doc, &mut scratch));
-            }
-        }
-    }
-    let (mut exact_times, mut lsh_times) = (Vec::new(), Vec::new());
-    let (mut exact_found, mut lsh_found) = (0usize, 0usize);
-    for q in &queries {
-        let t = Instant::now();
-        exact_found += searcher.query(&q.vector, tau).unwrap().len();
-        exact_times.push(t.elapsed().as_secs_f64());
-        let t = Instant::now();
-        lsh_found += searcher.query_lsh(q, tau).unwrap().len();
-        lsh_times.push(t.elapsed().as_secs_f64());
-    }
-    let (exact_p50, exact_p99) = percentiles(exact_times);
-    let (lsh_p50, lsh_p99) = percentiles(lsh_times);
+    let queries = sample_queries(&input, scheme, &signer, n, first);
+    let QueryTimes { exact: (exact_p50, exact_p99), lsh: (lsh_p50, lsh_p99), exact_found, lsh_found } =
+        time_queries(&searcher, &queries, tau);
 
     // Every near-duplicate pair, exact, on both cores.
     let start = Instant::now();
