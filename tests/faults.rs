@@ -141,6 +141,8 @@ fn a_full_disk_is_a_typed_error_and_ingest_resumes_when_space_returns() {
     fill_the_disk(IndexOptions { flush_threshold: 5, ..IndexOptions::default() }, false);
     // No flushes: the disk fills during a commit.
     fill_the_disk(IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() }, true);
+    // Flushes on the background thread, which may hit the full disk first.
+    fill_the_disk(IndexOptions { flush_threshold: 5, background_maintenance: true }, false);
 }
 
 fn fill_the_disk(options: IndexOptions, commit_fails: bool) {
@@ -173,6 +175,8 @@ fn fill_the_disk(options: IndexOptions, commit_fails: bool) {
     match &err {
         IndexError::DiskFull { .. } => {}
         IndexError::ReopenRequired { .. } if !commit_fails => {
+            // (A background flush stores its error when its job ends.)
+            index.wait_for_maintenance();
             let flush = index.maintenance_error().expect("the failed flush is reported");
             assert!(flush.contains("disk full"), "{flush}");
         }

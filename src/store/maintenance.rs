@@ -83,6 +83,17 @@ impl Index {
     }
 }
 
+/// Records a job's outcome for [`Index::maintenance_error`]: cleared by a
+/// success; a [`IndexError::ReopenRequired`] (the catalog unusable after an
+/// earlier failure) keeps the earlier error it follows, the cause.
+pub(super) fn record_outcome(slot: &Mutex<Option<IndexError>>, outcome: Result<(), IndexError>) {
+    let mut slot = lock(slot);
+    match outcome {
+        Err(IndexError::ReopenRequired { .. }) if slot.is_some() => {}
+        outcome => *slot = outcome.err(),
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -392,8 +403,12 @@ impl Worker {
                     jobs.requested = false;
                     jobs.running = true;
                 }
-                let outcome = inner.background_job();
-                *lock(&inner.maintenance_error) = outcome.err();
+                // A panic (a bug) must not leave `running` set forever, or
+                // every wait for the thread would hang: it becomes the job's
+                // error, and reopening the index is the way on.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.background_job()))
+                    .unwrap_or(Err(IndexError::ReopenRequired { context: "a background flush or merge panicked" }));
+                record_outcome(&inner.maintenance_error, outcome);
                 lock(&theirs.jobs).running = false;
                 theirs.changed.notify_all();
             })

@@ -549,8 +549,9 @@ impl Index {
     }
 
     /// The error of the last flush or merge a commit (or the background
-    /// thread) ran, if it failed (`None` once one succeeds). The commit
-    /// itself stood; its documents stay pending until a flush succeeds.
+    /// thread) ran, if it failed (`None` once one succeeds; a later "reopen
+    /// required" keeps the error that caused it). The commit itself stood;
+    /// its documents stay pending until a flush succeeds.
     pub fn maintenance_error(&self) -> Option<String> {
         self.inner.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(ToString::to_string)
     }
@@ -578,8 +579,17 @@ impl Index {
             let (id, raw) = row.map_err(redb_err("reading manifest"))?;
             let (id, record) = (id.value(), SegmentRecord::decode(raw.value(), id.value())?);
             let name = segment_file_name(id);
-            let bytes = self.inner.storage.map(&name).map_err(IndexError::io(format!("reading {name}")))?;
-            let bytes = bytes.as_ref();
+            // The snapshot's own map of the file: a merge that ends after the
+            // snapshot was taken unlinks the files it replaced, which the
+            // snapshot's maps keep readable (and its manifest still lists).
+            let mapped;
+            let bytes = match searcher.state.segments.get(&id) {
+                Some(loaded) => loaded.segment.file_bytes(),
+                None => {
+                    mapped = self.inner.storage.map(&name).map_err(IndexError::io(format!("reading {name}")))?;
+                    mapped.as_ref()
+                }
+            };
             if bytes.len() as u64 != record.byte_len || crc32fast::hash(bytes) != record.file_crc {
                 return Err(IndexError::corrupted(&name, "file", 0, "size or checksum differs from the manifest"));
             }
@@ -1005,7 +1015,7 @@ impl Writer<'_> {
             // This writer holds the writer lock: the job runs inline.
             let flushed = index.inner.flush_and_merge(maintenance::WriterLock::Held);
             let pending = index.inner.current().delta.len();
-            *index.inner.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()) = flushed.err();
+            maintenance::record_outcome(&index.inner.maintenance_error, flushed);
             return Ok(pending);
         }
         Ok(pending)

@@ -702,6 +702,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
         self.id
     }
 
+    /// The whole file, as read or mapped.
+    pub fn file_bytes(&self) -> &[u8] {
+        self.bytes.as_ref()
+    }
+
     /// Number of documents (live or deleted) in the segment.
     pub fn doc_count(&self) -> u32 {
         self.doc_count
