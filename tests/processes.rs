@@ -16,11 +16,15 @@ const CHILD_DIR: &str = "NEARDEX_CHILD_DIR";
 
 const CHILD_PREFIX: &str = "NEARDEX_CHILD_PREFIX";
 
+/// Set: the child runs flushes and merges on the index's background thread.
+const CHILD_BACKGROUND: &str = "NEARDEX_CHILD_BACKGROUND";
+
 #[test]
 fn child_writer() {
     let Ok(dir) = std::env::var(CHILD_DIR) else { return };
     let prefix = std::env::var(CHILD_PREFIX).unwrap_or_else(|_| "doc".into());
-    let options = IndexOptions { flush_threshold: 7, ..IndexOptions::default() };
+    let background_maintenance = std::env::var_os(CHILD_BACKGROUND).is_some();
+    let options = IndexOptions { flush_threshold: 7, background_maintenance };
     let index = Index::open_with(&dir, options).expect("child opens the index");
     for n in 0u64.. {
         let mut w = index.writer().unwrap();
@@ -32,16 +36,20 @@ fn child_writer() {
     }
 }
 
-/// Spawns a child writer on `dir`; its stderr goes to `stderr` (a file, so
-/// that a child that dies early can say why without blocking on a pipe).
-fn spawn_child(dir: &std::path::Path, stderr: &std::path::Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
+/// Spawns a child writer on `dir` (with background maintenance if asked);
+/// its stderr goes to `stderr` (a file, so that a child that dies early can
+/// say why without blocking on a pipe).
+fn spawn_child(dir: &std::path::Path, stderr: &std::path::Path, background: bool) -> std::process::Child {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
         .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(stderr).expect("child stderr file"))
-        .spawn()
-        .expect("spawn child writer")
+        .stderr(std::fs::File::create(stderr).expect("child stderr file"));
+    if background {
+        command.env(CHILD_BACKGROUND, "1");
+    }
+    command.spawn().expect("spawn child writer")
 }
 
 /// Reads the child's acknowledgements until `count` have arrived.
@@ -56,7 +64,7 @@ fn writer_in_another_process_locks_and_survives_sigkill() {
     Index::create(dir.path(), SignatureConfig::default()).unwrap();
     for trial in 0..5 {
         let stderr = logs.path().join(format!("child-{trial}.stderr"));
-        let mut child = spawn_child(dir.path(), &stderr);
+        let mut child = spawn_child(dir.path(), &stderr, trial % 2 == 1);
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut lines = stdout.lines().map_while(Result::ok);
         let seen = acknowledged(&mut lines, 5 + trial * 3);
@@ -101,7 +109,8 @@ fn writer_in_another_process_locks_and_survives_sigkill() {
 }
 
 /// SIGKILL at a random moment (before the first commit, mid-commit,
-/// mid-flush, mid-merge), many times: the index always reopens, verifies,
+/// mid-flush, mid-merge; every other trial with background maintenance),
+/// many times: the index always reopens, verifies,
 /// and holds every insert the child acknowledged. 300 trials by default;
 /// `NEARDEX_KILL_TRIALS=100000 cargo test --release --test processes
 /// kill_9_trials` for the long run.
@@ -122,14 +131,19 @@ fn kill_9_trials() {
         state ^= state >> 7;
         state ^= state << 17;
         let delay = std::time::Duration::from_micros(state % 40_000);
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
             .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
             .env(CHILD_DIR, dir.path())
             .env(CHILD_PREFIX, format!("t{trial}"))
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child writer");
+            .stderr(Stdio::null());
+        // Every other trial kills a child whose flushes and merges run on
+        // the background thread.
+        if trial % 2 == 1 {
+            command.env(CHILD_BACKGROUND, "1");
+        }
+        let mut child = command.spawn().expect("spawn child writer");
         std::thread::sleep(delay);
         child.kill().unwrap();
         child.wait().unwrap();
