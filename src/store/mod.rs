@@ -794,10 +794,7 @@ impl Writer<'_> {
         document: Document<'_>,
         metadata: Metadata,
     ) -> Result<InsertOutcome, IndexError> {
-        if self.lookup(key)?.is_some() {
-            return Err(IndexError::DuplicateKey { key: key.to_owned() });
-        }
-        self.insert_unchecked(key, document, metadata)
+        self.insert_staged(key, document, metadata, true)
     }
 
     /// Stores a document under `key`, replacing the one stored there if any.
@@ -811,7 +808,7 @@ impl Writer<'_> {
         metadata: Metadata,
     ) -> Result<InsertOutcome, IndexError> {
         self.delete(key)?;
-        self.insert_unchecked(key, document, metadata)
+        self.insert_staged(key, document, metadata, false)
     }
 
     fn lookup(&self, key: &str) -> Result<Option<u64>, IndexError> {
@@ -820,17 +817,19 @@ impl Writer<'_> {
         Ok(id)
     }
 
-    fn insert_unchecked(
+    /// One insert; `key_must_be_free` unless the caller freed it.
+    fn insert_staged(
         &mut self,
         key: &str,
         document: Document<'_>,
         metadata: Metadata,
+        key_must_be_free: bool,
     ) -> Result<InsertOutcome, IndexError> {
         let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
         let mut tables = InsertTables::open(txn)?;
         let staging =
             Staging { signer: &self.index.inner.signer, next_doc_id: &mut self.next_doc_id, added: &mut self.added };
-        staging.insert(&mut tables, key, document, metadata)
+        staging.insert(&mut tables, key, document, metadata, key_must_be_free)
     }
 
     /// Stores new documents, as [`Writer::insert`] for each in turn, but
@@ -848,16 +847,12 @@ impl Writer<'_> {
         let mut tables = InsertTables::open(txn)?;
         let mut outcomes = Vec::new();
         for (key, document, metadata) in documents {
-            let key = key.as_ref();
-            if tables.keys.get(key).map_err(redb_err("reading keys"))?.is_some() {
-                return Err(IndexError::DuplicateKey { key: key.to_owned() });
-            }
             let staging = Staging {
                 signer: &self.index.inner.signer,
                 next_doc_id: &mut self.next_doc_id,
                 added: &mut self.added,
             };
-            outcomes.push(staging.insert(&mut tables, key, document, metadata)?);
+            outcomes.push(staging.insert(&mut tables, key.as_ref(), document, metadata, true)?);
         }
         Ok(outcomes)
     }
@@ -1050,14 +1045,19 @@ struct Staging<'w> {
 }
 
 impl Staging<'_> {
-    /// Signs and stages one document whose key is known to be free.
+    /// Signs and stages one document; a key that is taken is an error when
+    /// `key_must_be_free` (a replace has freed it already).
     fn insert(
         self,
         tables: &mut InsertTables<'_>,
         key: &str,
         document: Document<'_>,
         metadata: Metadata,
+        key_must_be_free: bool,
     ) -> Result<InsertOutcome, IndexError> {
+        if key_must_be_free && tables.keys.get(key).map_err(redb_err("reading keys"))?.is_some() {
+            return Err(IndexError::DuplicateKey { key: key.to_owned() });
+        }
         // A signature made here is moved into the records; one handed in
         // is copied.
         let (vector, band_keys, fingerprint) = match sign_document(self.signer, document) {
