@@ -431,3 +431,42 @@ fn snapshots_keep_their_delta_answers() {
     assert_eq!(answer(&before), first);
     assert_eq!(answer(&index.searcher().unwrap()), after);
 }
+
+/// The recall audit counts matches other than the query's own document:
+/// with one band of 64 rows, documents sharing 60% of their signatures are
+/// exact matches at τ = 0.5 that LSH almost never finds, and an exact copy
+/// is found by both.
+#[test]
+fn lsh_recall_audit_counts_other_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SignatureConfig {
+        minhash: neardex::MinHashConfig { permutations: 64, bands: 1, rows: 64 },
+        ..config_with(Similarity::SetJaccard)
+    };
+    let index = Index::create(dir.path(), config.clone()).unwrap();
+    // Pairs (2k, 2k+1) share 150 of 200 signatures each: Jaccard 150/250.
+    let vector =
+        |base: u64, shift: u64| SignatureVector::from_pairs((base + shift..base + shift + 200).map(|h| (h, 1)));
+    let mut w = index.writer().unwrap();
+    for k in 0..20u64 {
+        let base = k * 10_000;
+        for (n, v) in [(2 * k, vector(base, 0)), (2 * k + 1, vector(base, 50))] {
+            w.insert(&format!("d{n}"), Document::Signatures(&signature_of(&config, v, n)), Metadata::default())
+                .unwrap();
+        }
+    }
+    // And an exact copy of d0.
+    w.insert("copy", Document::Signatures(&signature_of(&config, vector(0, 0), 99)), Metadata::default()).unwrap();
+    w.commit().unwrap();
+    let s = index.searcher().unwrap();
+    let tau = Threshold::new(0.5).unwrap();
+    let ids: Vec<u64> = s.live_ids().unwrap();
+    let audit = s.lsh_recall_audit(&ids, tau).unwrap();
+    assert_eq!(audit.queries, 41);
+    // 20 pairs seen from both sides, and d0 and its copy match each other
+    // and d1: 40 + 2 + 2.
+    assert_eq!(audit.exact_matches, 44);
+    assert!(audit.lsh_matches >= 2, "the copy and d0 share every band: {audit:?}");
+    assert!(audit.lsh_matches < audit.exact_matches / 2, "one 64-row band misses most pairs: {audit:?}");
+    assert!(audit.recall() < 0.5);
+}

@@ -669,7 +669,9 @@ impl Searcher {
 
     /// Recall of [`Searcher::query_lsh`] against the exact query, over the
     /// live documents whose ids are among `sample` used as queries: matches
-    /// found by LSH divided by exact matches (1.0 when there are none).
+    /// found by LSH divided by exact matches (1.0 when there are none). A
+    /// query's match with its own document, which both paths always find,
+    /// is not counted.
     ///
     /// # Errors
     /// As [`Searcher::query`].
@@ -678,11 +680,10 @@ impl Searcher {
         for &id in sample {
             let Some(doc) = self.get_by_id(id)? else { continue };
             let signature = self.signer.sign_vector(doc.vector.clone(), doc.fingerprint);
-            let exact = self.query(&doc.vector, tau)?;
-            let lsh = self.query_lsh(&signature, tau)?;
+            let others = |matches: Vec<Match>| matches.iter().filter(|m| m.id != id).count() as u64;
             report.queries += 1;
-            report.exact_matches += exact.len() as u64;
-            report.lsh_matches += lsh.len() as u64;
+            report.exact_matches += others(self.query(&doc.vector, tau)?);
+            report.lsh_matches += others(self.query_lsh(&signature, tau)?);
         }
         Ok(report)
     }
@@ -693,10 +694,10 @@ impl Searcher {
 pub struct LshRecall {
     /// Queries run.
     pub queries: u64,
-    /// Matches the exact query found.
+    /// Matches the exact query found (other than the query's document).
     pub exact_matches: u64,
-    /// Matches the LSH query found (all of them true: LSH results are
-    /// verified).
+    /// Matches the LSH query found (other than the query's document; all
+    /// of them true: LSH results are verified).
     pub lsh_matches: u64,
 }
 
