@@ -22,14 +22,14 @@
 //! excludes both (there is no background thread then).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use super::catalog::{SegmentRecord, DELETED, MANIFEST, META, PENDING};
 use super::delta::DeltaIndex;
 use super::segment::{build_segment_file, SegmentDoc, SegmentFile};
 use super::{
-    open_written_segment, redb_err, segment_file_name, sync_dir, Index, IndexError, Inner, State, CATALOG_FILE,
+    lock, open_written_segment, redb_err, segment_file_name, sync_dir, Index, IndexError, Inner, State, CATALOG_FILE,
     MERGE_FACTOR,
 };
 
@@ -92,10 +92,6 @@ pub(super) fn record_outcome(slot: &Mutex<Option<IndexError>>, outcome: Result<(
         Err(IndexError::ReopenRequired { .. }) if slot.is_some() => {}
         outcome => *slot = outcome.err(),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Inner {

@@ -229,6 +229,12 @@ fn redb_err<E: Into<redb::Error>>(context: &'static str) -> impl FnOnce(E) -> In
     move |e| IndexError::catalog(context)(e.into())
 }
 
+/// A mutex's guard, also after a panic elsewhere poisoned it (what the
+/// mutexes of the index guard stays consistent: they only serialise).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn sync_dir(storage: &dyn Storage) -> Result<(), IndexError> {
     storage.sync_dir().map_err(IndexError::io(format!("syncing directory {}", storage.location().display())))
 }
@@ -502,7 +508,7 @@ impl Index {
     /// # Errors
     /// [`IndexError::ReadOnly`] for a read-only index; catalog errors.
     pub fn writer(&self) -> Result<Writer<'_>, IndexError> {
-        let guard = self.inner.writer_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = lock(&self.inner.writer_lock);
         let txn = self.inner.catalog.begin_write()?;
         let next_doc_id = {
             let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
@@ -553,7 +559,7 @@ impl Index {
     /// required" keeps the error that caused it). The commit itself stood;
     /// its documents stay pending until a flush succeeds.
     pub fn maintenance_error(&self) -> Option<String> {
-        self.inner.maintenance_error.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(ToString::to_string)
+        lock(&self.inner.maintenance_error).as_ref().map(ToString::to_string)
     }
 
     /// Counts describing the index now.

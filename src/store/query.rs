@@ -228,10 +228,6 @@ struct Plan<'q> {
 }
 
 impl Plan<'_> {
-    fn peak_bound(&self, len_q: u64, delta1: u64) -> Overlap {
-        peak_bound(self.measure, self.window, len_q, delta1)
-    }
-
     /// Whether a document of length `x` (under the measure) and id `id`
     /// is wanted: always, except after a self-join probe.
     fn wants(&self, x: u64, id: u64) -> bool {
@@ -426,6 +422,9 @@ impl Searcher {
             weighted_lists(plan.order, |_| false, |hash| Ok::<_, std::convert::Infallible>(index.posting(hash)));
         lists.sort_by_key(|l| l.0.len());
         let full = pruning == Pruning::Full;
+        // The δ1 break point, as in `query_segment` (the threshold only
+        // changes when candidates are verified, after the walk).
+        let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
         // Documents done with: verified (without full pruning), outside
         // the window, failing the bound when first met (it only falls), or
         // not in this snapshot.
@@ -435,7 +434,7 @@ impl Searcher {
         let mut candidates: super::delta::MixMap<u64, (u64, u64)> = Default::default();
         let mut delta1 = absent;
         for (n, &(ids, weight)) in lists.iter().enumerate() {
-            if full && !plan.peak_bound(len_q, delta1).meets(sink.tau) {
+            if delta1 >= stop {
                 stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0.len() as u64).sum::<u64>();
                 break;
             }
