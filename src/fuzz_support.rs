@@ -39,7 +39,6 @@ pub fn segment_open(data: &[u8]) {
     for ordinal in 0..segment.doc_count().min(64) {
         let _ = segment.entry(ordinal);
         let _ = segment.vector(ordinal);
-        let _ = segment.band_keys(ordinal);
         if let Ok(entry) = segment.entry(ordinal) {
             let _ = segment.ordinal_of(entry.id);
         }

@@ -128,6 +128,13 @@ impl Signer {
         DocumentSignature { vector, fingerprint, minhash, band_keys }
     }
 
+    /// The LSH band keys of a signature vector, as [`Signer::sign_vector`]
+    /// computes them (a segment merge recomputes them from stored vectors).
+    pub fn band_keys(&self, vector: &SignatureVector) -> Vec<u64> {
+        let minhash = self.minhasher.sketch(vector.hashes());
+        band_keys(&minhash, self.config.minhash.lsh(), self.config.hash_seed)
+    }
+
     /// The signature hashes of plain text in document order (a multiset),
     /// appended to `out`: the signature step alone, without sketches.
     pub fn signature_hashes(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<u64>) {

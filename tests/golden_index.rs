@@ -1,5 +1,5 @@
-//! The golden indexes of segment format versions 1 and 2
-//! (`tests/data/golden-v1/`, `golden-v2/`, each written once by
+//! The golden indexes of segment format versions 1, 2 and 3
+//! (`tests/data/golden-v1/`, `golden-v2/`, `golden-v3/`, each written once by
 //! `examples/write_golden_index.rs` from the same documents) must keep
 //! opening and answering identically: their documents, metadata, vectors,
 //! and an exact query.
@@ -30,6 +30,11 @@ fn golden_index_v1_opens_and_answers_identically() {
 #[test]
 fn golden_index_v2_opens_and_answers_identically() {
     opens_and_answers_identically(2);
+}
+
+#[test]
+fn golden_index_v3_opens_and_answers_identically() {
+    opens_and_answers_identically(3);
 }
 
 fn opens_and_answers_identically(version: u32) {

@@ -158,10 +158,12 @@ fn leftover_files_are_removed_at_open_and_corruption_is_reported() {
     index.verify().unwrap();
     drop(index);
 
-    // Flip one byte in the middle of the only segment.
+    // Flip one byte in the middle of the only segment's hashes (section 3:
+    // its table entry's offset and length, FORMAT.md §7).
     let seg = dir.path().join("seg-0000000000000001.nds");
     let mut bytes = std::fs::read(&seg).unwrap();
-    let middle = bytes.len() / 2;
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    let middle = u64_at(64 + 2 * 24 + 8) + u64_at(64 + 2 * 24 + 16) / 2;
     bytes[middle] ^= 0x40;
     std::fs::write(&seg, &bytes).unwrap();
     let index = Index::open(dir.path()).unwrap();

@@ -25,6 +25,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+use rayon::prelude::*;
+
 use super::catalog::{SegmentRecord, DELETED, MANIFEST, META, PENDING};
 use super::delta::DeltaIndex;
 use super::segment::{build_segment_file, SegmentDoc, SegmentFile};
@@ -279,10 +281,13 @@ impl Inner {
                     dropped.push(entry.id);
                 } else {
                     let vector = segment.vector(ordinal)?;
-                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: segment.band_keys(ordinal)? });
+                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: Vec::new() });
                 }
             }
         }
+        // Segments do not store band keys (since format version 3): they
+        // are a function of the vector, recomputed on all cores.
+        docs.par_iter_mut().for_each(|doc| doc.band_keys = self.signer.band_keys(&doc.vector));
         let new_id = self.next_segment_id()?;
         let mut moved: Vec<u64> = docs.iter().map(|d| d.id).collect();
         moved.sort_unstable();

@@ -15,7 +15,7 @@ use crate::vector::SignatureVector;
 /// First eight bytes of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"NDXSEGMT";
 /// The segment format version this build writes and reads.
-pub const SEGMENT_VERSION: u32 = 2;
+pub const SEGMENT_VERSION: u32 = 3;
 /// The oldest segment format version this build reads.
 pub const SEGMENT_VERSION_MIN: u32 = 1;
 const HEADER_LEN: usize = 64;
@@ -53,6 +53,9 @@ pub enum SectionKind {
     /// `(hash, list length)` of the longest posting lists, sorted by hash:
     /// the query's rarity order (format version 2).
     Frequent = 13,
+    /// `(entry index, frequency)` of the frequencies too large for a byte
+    /// of `Freqs` (format version 3).
+    FreqEscapes = 14,
 }
 
 /// A posting list enters the frequent section when it holds at least this
@@ -63,7 +66,7 @@ pub const FREQUENT_MIN: u64 = 8;
 /// sections).
 pub const FREQUENT_FLOOR: usize = 1024;
 
-const SECTIONS: [SectionKind; 13] = [
+const SECTIONS: [SectionKind; 14] = [
     SectionKind::Docs,
     SectionKind::Lengths,
     SectionKind::Hashes,
@@ -77,16 +80,21 @@ const SECTIONS: [SectionKind; 13] = [
     SectionKind::BandData,
     SectionKind::IdIndex,
     SectionKind::Frequent,
+    SectionKind::FreqEscapes,
 ];
 
 /// Sections in a segment of format `version`.
 fn section_count(version: u32) -> usize {
-    if version == 1 {
-        12
-    } else {
-        SECTIONS.len()
+    match version {
+        1 => 12,
+        2 => 13,
+        _ => SECTIONS.len(),
     }
 }
+
+/// In format version 3, frequencies up to this are stored in their byte
+/// of the freqs section; larger ones (byte 0) in the escapes section.
+const FREQ_BYTE_MAX: u32 = u8::MAX as u32;
 
 /// One document handed to the segment writer.
 #[derive(Debug, Clone)]
@@ -160,7 +168,21 @@ pub fn build_segment(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) -> Vec<
 /// Builds a segment file. Documents are ordered by (length, id), so that
 /// ordinal ranges are length ranges. The posting and band tables are built
 /// side by side, each sorted on all cores (rayon).
-pub fn build_segment_file(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>) -> SegmentFile {
+pub fn build_segment_file(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) -> SegmentFile {
+    build(segment_id, bands, docs, EntryWidth::Narrowest)
+}
+
+/// How wide the writer makes the entries of the posting and band tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryWidth {
+    /// Four bytes when every offset and ordinal fits in 31 bits, else eight.
+    Narrowest,
+    /// Eight bytes (tests of the wide form).
+    #[cfg(test)]
+    Wide,
+}
+
+fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>, width: EntryWidth) -> SegmentFile {
     docs.sort_by_cached_key(|d| (d.vector.total(), d.id));
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
     // (key, ordinal) pairs, sorted and grouped below: 12 bytes an entry,
@@ -169,8 +191,7 @@ pub fn build_segment_file(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>
     let mut postings: Vec<(u64, u32)> = Vec::with_capacity(total_entries);
     sections[0].reserve_exact(docs.len() * DOC_ENTRY_LEN);
     sections[2].reserve_exact(total_entries * 8);
-    sections[3].reserve_exact(total_entries * 4);
-    sections[7].reserve_exact(docs.len() * bands as usize * 8);
+    sections[3].reserve_exact(total_entries);
     let mut band_buckets: Vec<(u64, u32)> = Vec::with_capacity(docs.len() * bands as usize);
     let mut entries = 0u64;
     let mut last_length = None;
@@ -187,25 +208,33 @@ pub fn build_segment_file(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>
             sections[1].extend_from_slice(&u64::from(ordinal).to_le_bytes());
             last_length = Some(length);
         }
-        for (hash, freq) in doc.vector.iter() {
+        for (i, (hash, freq)) in doc.vector.iter().enumerate() {
             sections[2].extend_from_slice(&hash.to_le_bytes());
-            sections[3].extend_from_slice(&freq.to_le_bytes());
+            if freq <= FREQ_BYTE_MAX {
+                sections[3].push(freq as u8);
+            } else {
+                sections[3].push(0);
+                sections[13].extend_from_slice(&(entries + i as u64).to_le_bytes());
+                sections[13].extend_from_slice(&u64::from(freq).to_le_bytes());
+            }
             postings.push((hash, ordinal));
         }
         entries += doc.vector.distinct();
-        for slot in 0..bands as usize {
-            let key = doc.band_keys.get(slot).copied();
-            sections[7].extend_from_slice(&key.unwrap_or(0).to_le_bytes());
-            if let Some(key) = key {
-                band_buckets.push((key, ordinal));
-            }
-        }
+        band_buckets.extend(doc.band_keys.iter().take(bands as usize).map(|&key| (key, ordinal)));
     }
     let (low, high) = sections.split_at_mut(8);
-    let (mut frequent, _) = rayon::join(
+    let ((mut frequent, posting_entries), (_, band_entries)) = rayon::join(
         || write_bitmap_table(postings, &mut low[4..7]),
         || write_bitmap_table(band_buckets, &mut high[..3]),
     );
+    // Narrow entries hold an offset or (flagged) an ordinal in 31 bits.
+    let fits = |data: &[u8]| data.len() <= NARROW_INLINE as usize;
+    let narrow = width == EntryWidth::Narrowest
+        && docs.len() <= NARROW_INLINE as usize
+        && fits(&sections[6])
+        && fits(&sections[10]);
+    sections[5] = encode_entries(&posting_entries, narrow);
+    sections[9] = encode_entries(&band_entries, narrow);
     frequent.retain(|&(_, len)| len >= FREQUENT_MIN);
     let keys = sections[4].len() / 8;
     let cap = FREQUENT_FLOOR.max(keys / 16);
@@ -234,6 +263,7 @@ pub fn build_segment_file(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>
     out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
     out.extend_from_slice(&bands.to_le_bytes());
     out.extend_from_slice(&entries.to_le_bytes());
+    out.extend_from_slice(&(if narrow { 4u32 } else { 8 }).to_le_bytes());
     out.resize(60, 0);
     let header_crc = crc32fast::hash(&out);
     out.extend_from_slice(&header_crc.to_le_bytes());
@@ -248,21 +278,50 @@ pub fn build_segment_file(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>
     SegmentFile { head: out, sections }
 }
 
+/// The bytes of an entries section: eight bytes an entry, or four
+/// (`narrow`: the writer has checked that every value fits).
+fn encode_entries(entries: &[Entry], narrow: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.len() * if narrow { 4 } else { 8 });
+    for entry in entries {
+        match (*entry, narrow) {
+            (Entry::Inline(ordinal), true) => out.extend_from_slice(&(NARROW_INLINE | ordinal).to_le_bytes()),
+            (Entry::Offset(offset), true) => out.extend_from_slice(&(offset as u32).to_le_bytes()),
+            (Entry::Inline(ordinal), false) => out.extend_from_slice(&(INLINE | u64::from(ordinal)).to_le_bytes()),
+            (Entry::Offset(offset), false) => out.extend_from_slice(&offset.to_le_bytes()),
+        }
+    }
+    out
+}
+
 fn align8(n: usize) -> usize {
     n.div_ceil(8) * 8
 }
 
-/// Marks an entry of an offsets section that holds a list's only ordinal
-/// in its low 32 bits instead of an offset into the data section.
+/// Marks an eight-byte entry of an offsets section that holds a list's
+/// only ordinal in its low 32 bits instead of an offset into the data
+/// section.
 const INLINE: u64 = 1 << 63;
+/// The same mark in a four-byte entry (format version 3), whose low 31
+/// bits hold the ordinal or the offset.
+const NARROW_INLINE: u32 = 1 << 31;
 
-/// Writes keys, entries and serialized bitmaps into the three sections of
-/// `out`, from `(key, ordinal)` pairs in any order.
+/// One entry of an offsets section, before it is encoded.
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    /// A list's only ordinal.
+    Inline(u32),
+    /// The offset of a list's bitmap in the data section.
+    Offset(u64),
+}
+
+/// Writes keys and serialized bitmaps into the key and data sections of
+/// `out` (`out[0]`, `out[2]`), from `(key, ordinal)` pairs in any order,
+/// and returns the entries (encoded once their width is known).
 /// A list of one ordinal is stored in its entry (most signatures occur in one
 /// document of a segment); longer lists as roaring bitmaps in the data
-/// section, the entry holding their offset. Returns every key with its list
-/// length, ascending by key.
-fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, out: &mut [Vec<u8>]) -> Vec<(u64, u64)> {
+/// section, the entry holding their offset. Also returns every key with its
+/// list length, ascending by key.
+fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, out: &mut [Vec<u8>]) -> (Vec<(u64, u64)>, Vec<Entry>) {
     sort_pairs(&mut pairs);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
@@ -276,9 +335,9 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, out: &mut [Vec<u8>]) -> Vec<(u
         lengths.push((key, run as u64));
         out[0].extend_from_slice(&key.to_le_bytes());
         if run == 1 {
-            entries.extend_from_slice(&(INLINE | u64::from(pairs[i].1)).to_le_bytes());
+            entries.push(Entry::Inline(pairs[i].1));
         } else {
-            entries.extend_from_slice(&(data.len() as u64).to_le_bytes());
+            entries.push(Entry::Offset(data.len() as u64));
             // Ordinals ascend within a run (the pairs are sorted).
             let mut bitmap = RoaringBitmap::new();
             bitmap.append(pairs[i..i + run].iter().map(|p| p.1)).unwrap_or_default();
@@ -287,9 +346,8 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, out: &mut [Vec<u8>]) -> Vec<(u
         }
         i += run;
     }
-    out[1] = entries;
     out[2] = data;
-    lengths
+    (lengths, entries)
 }
 
 /// Sorts `(key, ordinal)` pairs whose keys are hashes (uniform in the top
@@ -433,7 +491,9 @@ pub struct Segment<B: AsRef<[u8]>> {
     doc_count: u32,
     bands: u32,
     version: u32,
-    sections: [(usize, usize, u32); 13],
+    /// Four-byte entries in the offsets sections (else eight).
+    narrow: bool,
+    sections: [(usize, usize, u32); 14],
     /// Built by the first posting-key look-up.
     directory: std::sync::OnceLock<KeyDirectory>,
 }
@@ -551,12 +611,20 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let id = le_u64(data, 16);
         let doc_count = le_u32(data, 24);
         let bands = le_u32(data, 28);
+        // Entry width: a header field since version 3, eight bytes before.
+        let narrow = match (version, le_u32(data, 40)) {
+            (1 | 2, _) => false,
+            (_, 4) => true,
+            (_, 8) => false,
+            _ => return Err(corrupt(40, "entry width is neither 4 nor 8")),
+        };
         let table_end = HEADER_LEN + count * TABLE_ENTRY_LEN;
         if data.len() < table_end {
             return Err(corrupt(HEADER_LEN, "section table truncated"));
         }
-        // A version 1 segment has no frequent section: it reads as empty.
-        let mut sections = [(0usize, 0usize, 0u32); 13];
+        // Sections a version lacks (frequent lists before 2, frequency
+        // escapes before 3) read as empty.
+        let mut sections = [(0usize, 0usize, 0u32); 14];
         let mut next = table_end;
         for (i, kind) in SECTIONS.iter().take(count).enumerate() {
             let at = HEADER_LEN + i * TABLE_ENTRY_LEN;
@@ -583,6 +651,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
             doc_count,
             bands,
             version,
+            narrow,
             sections,
             directory: std::sync::OnceLock::new(),
         };
@@ -602,20 +671,82 @@ impl<B: AsRef<[u8]>> Segment<B> {
         };
         expect(SectionKind::Docs, (docs * DOC_ENTRY_LEN) as u128)?;
         expect(SectionKind::Hashes, u128::from(entries) * 8)?;
-        expect(SectionKind::Freqs, u128::from(entries) * 4)?;
-        expect(SectionKind::DocBands, docs as u128 * u128::from(self.bands) * 8)?;
+        expect(SectionKind::Freqs, u128::from(entries) * self.freq_width() as u128)?;
+        // Since version 3 the band keys are recomputed from the vectors.
+        let doc_bands = if self.version < 3 { docs as u128 * u128::from(self.bands) * 8 } else { 0 };
+        expect(SectionKind::DocBands, doc_bands)?;
         let postings = self.section(SectionKind::PostingKeys).len() / 8;
-        expect(SectionKind::PostingOffsets, postings as u128 * 8)?;
+        expect(SectionKind::PostingOffsets, (postings * self.entry_width()) as u128)?;
         let buckets = self.section(SectionKind::BandKeys).len() / 8;
-        expect(SectionKind::BandOffsets, buckets as u128 * 8)?;
+        expect(SectionKind::BandOffsets, (buckets * self.entry_width()) as u128)?;
         expect(SectionKind::IdIndex, docs as u128 * 16)?;
         if !self.section(SectionKind::Frequent).len().is_multiple_of(16) {
             return Err(self.corrupted(SectionKind::Frequent, 0, "frequent section is not whole entries"));
+        }
+        if !self.section(SectionKind::FreqEscapes).len().is_multiple_of(16) {
+            return Err(self.corrupted(SectionKind::FreqEscapes, 0, "escape section is not whole entries"));
         }
         if !self.section(SectionKind::Lengths).len().is_multiple_of(16) {
             return Err(self.corrupted(SectionKind::Lengths, 0, "length directory is not whole entries"));
         }
         Ok(())
+    }
+
+    /// Bytes an entry of an offsets section takes.
+    fn entry_width(&self) -> usize {
+        if self.narrow {
+            4
+        } else {
+            8
+        }
+    }
+
+    /// Bytes a frequency takes in the freqs section.
+    fn freq_width(&self) -> usize {
+        if self.version < 3 {
+            4
+        } else {
+            1
+        }
+    }
+
+    /// The frequencies of vector entries `first..first + n`, as stored
+    /// (read with [`Segment::freq_in`]).
+    fn freqs_of(&self, first: usize, n: usize) -> &[u8] {
+        let width = self.freq_width();
+        self.section(SectionKind::Freqs).get(first * width..(first + n) * width).unwrap_or_default()
+    }
+
+    /// The frequency of entry `j` of `freqs` (from [`Segment::freqs_of`]
+    /// with `first`), or `None` when it is stored as zero or its escape is
+    /// missing.
+    #[inline]
+    fn freq_in(&self, freqs: &[u8], first: usize, j: usize) -> Option<u32> {
+        let freq = if self.version < 3 {
+            le_u32(freqs, j * 4)
+        } else {
+            match *freqs.get(j)? {
+                0 => self.escaped_freq(first + j)?,
+                byte => u32::from(byte),
+            }
+        };
+        (freq > 0).then_some(freq)
+    }
+
+    /// The escaped frequency of vector entry `i`: binary search of the
+    /// escapes, which ascend by entry index.
+    fn escaped_freq(&self, i: usize) -> Option<u32> {
+        let escapes = self.section(SectionKind::FreqEscapes);
+        let (mut lo, mut hi) = (0, escapes.len() / 16);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match le_u64(escapes, mid * 16).cmp(&(i as u64)) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return u32::try_from(le_u64(escapes, mid * 16 + 8)).ok(),
+            }
+        }
+        None
     }
 
     fn section(&self, kind: SectionKind) -> &[u8] {
@@ -644,11 +775,32 @@ impl<B: AsRef<[u8]>> Segment<B> {
             (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData),
         ] {
             for i in 0..self.section(keys).len() / 8 {
+                if i > 0 && le_u64(self.section(keys), (i - 1) * 8) >= le_u64(self.section(keys), i * 8) {
+                    return Err(self.corrupted(keys, i * 8, "keys not strictly ascending"));
+                }
                 let bitmap = self.bitmap_at(offsets, data, i)?;
                 if bitmap.max().is_some_and(|m| m >= self.doc_count) {
                     return Err(self.corrupted(data, i, "bitmap names an ordinal past the last document"));
                 }
             }
+        }
+        // Escapes ascend by entry index, each for a zero byte of the freqs
+        // and a frequency a byte cannot hold; every zero byte has one
+        // (checked below, when the vectors are read).
+        let escapes = self.section(SectionKind::FreqEscapes);
+        let mut previous = None;
+        for (i, escape) in escapes.chunks_exact(16).enumerate() {
+            let (index, freq) = (le_u64(escape, 0), le_u64(escape, 8));
+            let byte = usize::try_from(index).ok().and_then(|x| self.section(SectionKind::Freqs).get(x));
+            let canonical = byte == Some(&0) && (u64::from(FREQ_BYTE_MAX) + 1..=u64::from(u32::MAX)).contains(&freq);
+            if previous.is_some_and(|p| p >= index) || !canonical {
+                return Err(self.corrupted(
+                    SectionKind::FreqEscapes,
+                    i * 16,
+                    "frequency escape disagrees with the freqs",
+                ));
+            }
+            previous = Some(index);
         }
         let mut previous = None;
         for (i, (hash, len)) in self.frequent().enumerate() {
@@ -754,11 +906,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// [`IndexError::Corrupted`] when the stored vector is malformed.
     pub fn vector(&self, ordinal: u32) -> Result<SignatureVector, IndexError> {
         let entry = self.entry(ordinal)?;
-        let (hashes, freqs) = (self.section(SectionKind::Hashes), self.section(SectionKind::Freqs));
-        let range = entry.first as usize..entry.first as usize + entry.distinct as usize;
-        let pairs: Vec<(u64, u32)> = range.map(|i| (le_u64(hashes, i * 8), le_u32(freqs, i * 4))).collect();
-        let sorted = pairs.windows(2).all(|w| w[0].0 < w[1].0) && pairs.iter().all(|&(_, f)| f > 0);
-        if !sorted {
+        let (first, distinct) = (entry.first as usize, entry.distinct as usize);
+        let hashes = self.section(SectionKind::Hashes);
+        let freqs = self.freqs_of(first, distinct);
+        let mut pairs = Vec::with_capacity(distinct);
+        for j in 0..distinct {
+            let freq = self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?;
+            pairs.push((le_u64(hashes, (first + j) * 8), freq));
+        }
+        if !pairs.windows(2).all(|w| w[0].0 < w[1].0) {
             return Err(self.corrupted(SectionKind::Hashes, entry.first as usize * 8, "vector not strictly sorted"));
         }
         Ok(SignatureVector::from_pairs(pairs))
@@ -776,7 +932,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let entry = self.entry(ordinal)?;
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
         let hashes = &self.section(SectionKind::Hashes)[first * 8..(first + distinct) * 8];
-        let freqs = &self.section(SectionKind::Freqs)[first * 4..(first + distinct) * 4];
+        let freqs = self.freqs_of(first, distinct);
         let (qh, qf) = (query.hashes(), query.freqs());
         let (mut i, mut j) = (0, 0);
         let (mut min_sum, mut shared) = (0u64, 0u64);
@@ -793,10 +949,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
                     j += 1;
                 }
                 std::cmp::Ordering::Equal => {
-                    let freq = le_u32(freqs, j * 4);
-                    if freq == 0 {
-                        return Err(self.corrupted(SectionKind::Freqs, (first + j) * 4, "zero frequency"));
-                    }
+                    let freq = self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?;
                     min_sum += u64::from(qf[i].min(freq));
                     shared += 1;
                     previous = Some(hash);
@@ -808,19 +961,10 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(measure.of_intersection(min_sum, shared, (query.total(), query.distinct()), (entry.length, distinct as u64)))
     }
 
-    /// The band keys of the document at `ordinal` (empty when it has no
-    /// signatures).
-    ///
-    /// # Errors
-    /// [`IndexError::Corrupted`] for an ordinal past the end.
-    pub fn band_keys(&self, ordinal: u32) -> Result<Vec<u64>, IndexError> {
-        let entry = self.entry(ordinal)?;
-        if entry.distinct == 0 {
-            return Ok(Vec::new());
-        }
-        let section = self.section(SectionKind::DocBands);
-        let at = ordinal as usize * self.bands as usize * 8;
-        Ok((0..self.bands as usize).map(|b| le_u64(section, at + b * 8)).collect())
+    /// The error for vector entry `i` whose frequency is zero (or, since
+    /// version 3, whose escape is missing).
+    fn zero_frequency(&self, i: usize) -> IndexError {
+        self.corrupted(SectionKind::Freqs, i * self.freq_width(), "zero frequency")
     }
 
     /// The posting list of a signature hash: ordinals in length order.
@@ -940,17 +1084,27 @@ impl<B: AsRef<[u8]>> Segment<B> {
 
     /// Entry `i` of an offsets section, decoded.
     fn list_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<ListBytes<'_>, IndexError> {
-        let entry = le_u64(self.section(offsets), i * 8);
-        if entry & INLINE != 0 {
-            if entry & !INLINE > u64::from(u32::MAX) {
-                return Err(self.corrupted(offsets, i * 8, "inline entry holds more than an ordinal"));
+        let width = self.entry_width();
+        let offset = if self.narrow {
+            let entry = le_u32(self.section(offsets), i * 4);
+            if entry & NARROW_INLINE != 0 {
+                return Ok(ListBytes::Inline(entry & !NARROW_INLINE));
             }
-            return Ok(ListBytes::Inline(entry as u32));
-        }
+            u64::from(entry)
+        } else {
+            let entry = le_u64(self.section(offsets), i * 8);
+            if entry & INLINE != 0 {
+                if entry & !INLINE > u64::from(u32::MAX) {
+                    return Err(self.corrupted(offsets, i * 8, "inline entry holds more than an ordinal"));
+                }
+                return Ok(ListBytes::Inline(entry as u32));
+            }
+            entry
+        };
         let bytes = self.section(data);
-        let slice = bytes.get(entry as usize..).filter(|_| entry < bytes.len() as u64);
-        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * 8, "bitmap offset out of range"))?;
-        Ok(ListBytes::Serialized { at: entry as usize, bytes: slice })
+        let slice = bytes.get(offset as usize..).filter(|_| offset < bytes.len() as u64);
+        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * width, "bitmap offset out of range"))?;
+        Ok(ListBytes::Serialized { at: offset as usize, bytes: slice })
     }
 
     /// The ordinal of document `id`, if this segment holds it.
@@ -1023,6 +1177,7 @@ fn section_name(kind: SectionKind) -> &'static str {
         SectionKind::BandData => "band data",
         SectionKind::IdIndex => "id index",
         SectionKind::Frequent => "frequent lists",
+        SectionKind::FreqEscapes => "frequency escapes",
     }
 }
 
@@ -1062,8 +1217,7 @@ mod tests {
         assert_eq!(seg.postings(9).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3]);
         assert_eq!(seg.postings(6).unwrap(), None);
         assert_eq!(seg.band_bucket(2).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3]);
-        assert_eq!(seg.band_keys(0).unwrap(), Vec::<u64>::new());
-        assert_eq!(seg.band_keys(1).unwrap(), [1, 7]);
+        assert_eq!(seg.band_bucket(7).unwrap().unwrap().iter().collect::<Vec<_>>(), [1]);
         assert_eq!(seg.length_range(1, 3), 1..4);
         assert_eq!(seg.length_range(2, 2), 2..2);
         assert_eq!(seg.length_range(3, 100), 2..4);
@@ -1075,18 +1229,96 @@ mod tests {
         assert_eq!(seg.ordinal_of(5).unwrap(), None);
     }
 
+    /// Documents whose frequencies need escapes (format 3 stores a byte).
+    fn heavy_docs() -> Vec<SegmentDoc> {
+        let mut docs = docs();
+        docs.push(SegmentDoc {
+            id: 20,
+            vector: SignatureVector::from_pairs([(2, 255), (5, 256), (7, 1), (9, 70_000), (11, u32::MAX)]),
+            band_keys: vec![9, 2],
+        });
+        docs
+    }
+
+    #[test]
+    fn frequencies_past_a_byte_are_escaped() {
+        for width in [EntryWidth::Narrowest, EntryWidth::Wide] {
+            let file = build(5, 2, heavy_docs(), width);
+            let bytes = file.to_bytes();
+            let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+            seg.verify().unwrap();
+            assert_eq!(seg.narrow, width == EntryWidth::Narrowest);
+            assert_eq!(seg.section(SectionKind::FreqEscapes).len(), 3 * 16, "256, 70,000 and u32::MAX");
+            let last = seg.doc_count() - 1;
+            assert_eq!(seg.entry(last).unwrap().id, 20, "the longest document");
+            let heavy = heavy_docs().pop().unwrap().vector;
+            assert_eq!(seg.vector(last).unwrap(), heavy);
+            let query = SignatureVector::from_pairs([(5, 300), (9, 1), (11, 7)]);
+            for measure in [Similarity::MultisetJaccard, Similarity::SetJaccard, Similarity::Containment] {
+                assert_eq!(seg.overlap(last, &query, measure).unwrap(), measure.overlap(&query, &heavy));
+            }
+            for (i, doc) in docs().iter().enumerate() {
+                let ordinal = seg.ordinal_of(doc.id).unwrap().unwrap();
+                assert_eq!(seg.vector(ordinal).unwrap(), doc.vector, "doc {i}");
+            }
+            assert_eq!(seg.postings(9).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3, last]);
+            assert_eq!(seg.posting_list(11).unwrap(), Some(PostingList::Single(last)));
+            assert_eq!(seg.band_bucket(2).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3, last]);
+        }
+    }
+
+    #[test]
+    fn verify_finds_a_missing_or_misplaced_escape() {
+        let bytes = build_segment(5, 2, heavy_docs());
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let (freqs, _, _) = seg.sections[SectionKind::Freqs as usize - 1];
+        let (escapes, escapes_len, _) = seg.sections[SectionKind::FreqEscapes as usize - 1];
+        let first_escaped = le_u64(&bytes, escapes) as usize;
+        // With checksums made to match, only the cross-checks can tell.
+        let rechecksummed = |mut damaged: Vec<u8>| {
+            for kind in [SectionKind::Freqs, SectionKind::FreqEscapes] {
+                let (offset, length, _) = seg.sections[kind as usize - 1];
+                let crc = crc32fast::hash(&damaged[offset..offset + length]);
+                let entry = HEADER_LEN + (kind as usize - 1) * TABLE_ENTRY_LEN;
+                damaged[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+            }
+            Segment::parse(damaged, "seg").unwrap().verify().unwrap_err().to_string()
+        };
+        // A zero byte in the freqs with no escape.
+        let mut damaged = bytes.clone();
+        damaged[freqs] = 0;
+        assert!(rechecksummed(damaged).contains("zero frequency"));
+        // An escape whose byte is not zero.
+        let mut damaged = bytes.clone();
+        damaged[freqs + first_escaped] = 3;
+        assert!(rechecksummed(damaged).contains("escape disagrees"));
+        // An escaped frequency a byte could have held.
+        let mut damaged = bytes.clone();
+        damaged[escapes + 8..escapes + 16].copy_from_slice(&200u64.to_le_bytes());
+        assert!(rechecksummed(damaged).contains("escape disagrees"));
+        // Escapes out of order.
+        let mut damaged = bytes.clone();
+        damaged[escapes..escapes + escapes_len].rotate_left(16);
+        assert!(rechecksummed(damaged).contains("escape disagrees"));
+    }
+
     #[test]
     fn every_bit_flip_and_truncation_is_detected() {
-        let bytes = build_segment(1, 2, docs());
+        for bytes in [build_segment(1, 2, docs()), build(1, 2, heavy_docs(), EntryWidth::Wide).to_bytes()] {
+            every_bit_flip_and_truncation_of(&bytes);
+        }
+    }
+
+    fn every_bit_flip_and_truncation_of(bytes: &[u8]) {
         for bit in 0..bytes.len() * 8 {
-            let mut flipped = bytes.clone();
+            let mut flipped = bytes.to_vec();
             flipped[bit / 8] ^= 1 << (bit % 8);
             let detected = match Segment::parse(flipped.as_slice(), "seg") {
                 Err(_) => true,
                 Ok(seg) => seg.verify().is_err(),
             };
             // Alignment padding between sections is covered by no checksum.
-            let (_, in_section) = locate(&bytes, bit / 8);
+            let (_, in_section) = locate(bytes, bit / 8);
             assert!(detected || !in_section, "bit {bit} flipped went unnoticed");
         }
         for len in 0..bytes.len() {
@@ -1220,18 +1452,19 @@ mod tests {
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
         assert_eq!(&bytes[0..8], b"NDXSEGMT");
-        assert_eq!(u32_at(8), 2);
-        assert_eq!(u32_at(12), 13);
+        assert_eq!(u32_at(8), 3);
+        assert_eq!(u32_at(12), 14);
         assert_eq!(u64_at(16), 0x0102_0304_0506_0708);
         assert_eq!(u32_at(24), 4);
         assert_eq!(u32_at(28), 2);
         assert_eq!(u64_at(32), 6, "vector entries: 2 + 1 + 0 + 3");
-        assert!(bytes[40..60].iter().all(|&b| b == 0));
+        assert_eq!(u32_at(40), 4, "entry width");
+        assert!(bytes[44..60].iter().all(|&b| b == 0));
         assert_eq!(u32_at(60), crc32fast::hash(&bytes[..60]));
         let (n, e, k, b) = (4u64, 6u64, 4u64, 4u64); // docs, entries, distinct hashes {1,5,9,12}, band keys {1,2,3,7}; lengths {0,1,3}
         let expected_sizes =
-            [24 * n, 16 * 3, 8 * e, 4 * e, 8 * k, 8 * k, u64::MAX, 8 * 2 * n, 8 * b, 8 * b, u64::MAX, 16 * n, 0];
-        let mut previous_end = 376u64;
+            [24 * n, 16 * 3, 8 * e, e, 8 * k, 4 * k, u64::MAX, 0, 8 * b, 4 * b, u64::MAX, 16 * n, 0, 0];
+        let mut previous_end = 400u64;
         for (i, expected) in expected_sizes.into_iter().enumerate() {
             let at = 64 + i * 24;
             assert_eq!(u32_at(at), i as u32 + 1, "kind of entry {i}");
