@@ -32,19 +32,22 @@ pub enum SectionKind {
     Lengths = 2,
     /// Signature hashes of every vector, end to end.
     Hashes = 3,
-    /// Frequencies parallel to `Hashes`.
+    /// Frequencies parallel to `Hashes`: a byte each since format version 3
+    /// (0: see `FreqEscapes`), a `u32` before.
     Freqs = 4,
     /// Distinct signature hashes, ascending: the posting-list keys.
     PostingKeys = 5,
-    /// Byte offsets of each posting list in `PostingData`, plus the end.
+    /// Per posting key, an entry of the header's width: the list's one
+    /// ordinal, or the offset of its bitmap in `PostingData`.
     PostingOffsets = 6,
     /// Serialized roaring bitmaps of ordinals.
     PostingData = 7,
-    /// Per ordinal, the document's band keys.
+    /// Per ordinal, the document's band keys (before format version 3;
+    /// empty since: merges recompute band keys from the vectors).
     DocBands = 8,
     /// Distinct band keys, ascending.
     BandKeys = 9,
-    /// Byte offsets of each band bucket in `BandData`, plus the end.
+    /// Per band key, an entry as in `PostingOffsets`, into `BandData`.
     BandOffsets = 10,
     /// Serialized roaring bitmaps of ordinals.
     BandData = 11,
