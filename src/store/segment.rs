@@ -739,17 +739,8 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// The escaped frequency of vector entry `i`: binary search of the
     /// escapes, which ascend by entry index.
     fn escaped_freq(&self, i: usize) -> Option<u32> {
-        let escapes = self.section(SectionKind::FreqEscapes);
-        let (mut lo, mut hi) = (0, escapes.len() / 16);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match le_u64(escapes, mid * 16).cmp(&(i as u64)) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return u32::try_from(le_u64(escapes, mid * 16 + 8)).ok(),
-            }
-        }
-        None
+        let (_, freq) = find_pair(self.section(SectionKind::FreqEscapes), i as u64)?;
+        u32::try_from(freq).ok()
     }
 
     fn section(&self, kind: SectionKind) -> &[u8] {
@@ -1115,23 +1106,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// # Errors
     /// [`IndexError::Corrupted`] when the id index points past the documents.
     pub fn ordinal_of(&self, id: u64) -> Result<Option<u32>, IndexError> {
-        let index = self.section(SectionKind::IdIndex);
-        let (mut lo, mut hi) = (0, index.len() / 16);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match le_u64(index, mid * 16).cmp(&id) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    let ordinal = le_u64(index, mid * 16 + 8);
-                    if ordinal >= u64::from(self.doc_count) {
-                        return Err(self.corrupted(SectionKind::IdIndex, mid * 16, "ordinal past the last document"));
-                    }
-                    return Ok(Some(ordinal as u32));
-                }
-            }
+        let Some((at, ordinal)) = find_pair(self.section(SectionKind::IdIndex), id) else { return Ok(None) };
+        if ordinal >= u64::from(self.doc_count) {
+            return Err(self.corrupted(SectionKind::IdIndex, at * 16, "ordinal past the last document"));
         }
-        Ok(None)
+        Ok(Some(ordinal as u32))
     }
 
     /// The ordinal range `[first, end)` of documents with length in
@@ -1182,6 +1161,21 @@ fn section_name(kind: SectionKind) -> &'static str {
         SectionKind::Frequent => "frequent lists",
         SectionKind::FreqEscapes => "frequency escapes",
     }
+}
+
+/// Binary search of a section of `(key u64, value u64)` pairs ascending by
+/// key (the id index, the frequency escapes): the pair's position and value.
+fn find_pair(section: &[u8], key: u64) -> Option<(usize, u64)> {
+    let (mut lo, mut hi) = (0, section.len() / 16);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match le_u64(section, mid * 16).cmp(&key) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some((mid, le_u64(section, mid * 16 + 8))),
+        }
+    }
+    None
 }
 
 /// Little-endian `u32` at `at`, or 0 past the end (callers check sizes
