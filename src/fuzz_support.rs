@@ -60,6 +60,11 @@ pub fn segment_open(data: &[u8]) {
     }
     let _ = segment.length_range(0, u64::MAX);
     let _ = segment.length_range(3, 2);
+    let stored: Vec<crate::hash::Fingerprint> = segment.fingerprints().ok().flatten().unwrap_or_default();
+    let probes = [0, 1, u128::MAX, 1 << 127].map(crate::hash::Fingerprint);
+    for fingerprint in stored.into_iter().take(8).chain(probes) {
+        let _ = segment.fingerprint_ordinals(fingerprint).take(10_000).count();
+    }
     index_over_segment(data);
 }
 
@@ -125,6 +130,16 @@ fn index_over_segment(data: &[u8]) {
     }
     let _ = searcher.explain("a", "b");
     let _ = index.stats();
+    drop(searcher);
+    // An insert looks its fingerprint up in the segment; a merge reads
+    // every document of it.
+    if let Ok(mut writer) = index.writer() {
+        let document = crate::store::Document::Signatures(&signature);
+        if writer.insert("fuzz", document, crate::store::Metadata::default()).is_ok() {
+            let _ = writer.commit();
+        }
+    }
+    let _ = index.optimize();
 }
 
 /// Arbitrary bytes as a WARC file: records and problems come back, every

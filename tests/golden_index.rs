@@ -1,5 +1,5 @@
-//! The golden indexes of segment format versions 1, 2 and 3
-//! (`tests/data/golden-v1/`, `golden-v2/`, `golden-v3/`, each written once by
+//! The golden indexes of segment format versions 1 to 4
+//! (`tests/data/golden-v1/` … `golden-v4/`, each written once by
 //! `examples/write_golden_index.rs` from the same documents) must keep
 //! opening and answering identically: their documents, metadata, vectors,
 //! and an exact query.
@@ -35,6 +35,52 @@ fn golden_index_v2_opens_and_answers_identically() {
 #[test]
 fn golden_index_v3_opens_and_answers_identically() {
     opens_and_answers_identically(3);
+}
+
+#[test]
+fn golden_index_v4_opens_and_answers_identically() {
+    opens_and_answers_identically(4);
+}
+
+/// Exact duplicates are found in every golden index, whichever of the
+/// catalog's table (segments before format 4, whose catalogs are of format
+/// 1), the pending documents or a segment's fingerprint section holds the
+/// original; and still after the writer has merged everything into one
+/// segment of today's format.
+#[test]
+fn exact_duplicates_are_found_in_every_golden_index() {
+    use neardex::store::{Document, Metadata};
+    for version in 1..=4 {
+        let dir = golden_copy(version);
+        let index = Index::open(dir.path()).unwrap();
+        // golden-0 (id 1) and golden-3 (id 4) are in the segment, golden-4
+        // (id 5, golden-0's text) and golden-5 (id 6) pending; golden-2
+        // (id 3) was deleted.
+        let expected = [(0, Some(1)), (3, Some(4)), (5, Some(6)), (2, None)];
+        for round in 0..2 {
+            let mut w = index.writer().unwrap();
+            for (n, expected) in expected {
+                let key = format!("copy-{round}-{n}");
+                let outcome = w.insert(&key, Document::Text(DOCS[n].1), Metadata::default()).unwrap();
+                // In the second round the first round's copy of golden-2 is
+                // the original.
+                let expected = if round == 1 { expected.or_else(|| first_copy_of_golden_2(&index)) } else { expected };
+                assert_eq!(outcome.exact_duplicate_of, expected, "v{version}, round {round}, golden-{n}");
+            }
+            w.commit().unwrap();
+            index.verify().unwrap();
+            // Everything into one segment of today's format.
+            index.optimize().unwrap();
+            index.verify().unwrap();
+            assert_eq!(index.stats().unwrap().segments, 1);
+        }
+    }
+}
+
+/// The id the first round gave its copy of golden-2 (deleted in the golden
+/// index, so that copy is the original the second round finds).
+fn first_copy_of_golden_2(index: &Index) -> Option<u64> {
+    index.searcher().unwrap().get("copy-0-2").unwrap().map(|d| d.id)
 }
 
 fn opens_and_answers_identically(version: u32) {

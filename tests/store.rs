@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use neardex::oracle;
 use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata, Searcher};
-use neardex::{SignatureConfig, Signer, Threshold};
+use neardex::{Fingerprint, SignatureConfig, Signer, Threshold};
 use proptest::prelude::*;
 
 #[path = "common/workload.rs"]
@@ -299,6 +299,9 @@ proptest! {
         let mut index = Some(Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap());
         let mut committed: Model = BTreeMap::new();
         let mut staged: Model = committed.clone();
+        // Key → (id, fingerprint) of the live documents: each insert's
+        // `exact_duplicate_of` must be the smallest id with its fingerprint.
+        let mut committed_ids: BTreeMap<String, (u64, Fingerprint)> = BTreeMap::new();
         let mut writer_open = false;
         // The writer borrows the index; keep the staged operations and replay
         // them into one writer at commit, as a user's batch would arrive.
@@ -324,23 +327,43 @@ proptest! {
                 Op::Commit => {
                     let idx = index.as_ref().unwrap();
                     let mut w = idx.writer().unwrap();
+                    let mut ids = committed_ids.clone();
+                    let expected_duplicate = |ids: &BTreeMap<String, (u64, Fingerprint)>, t: u8| {
+                        let fingerprint = signer.sign_text(&text(t)).fingerprint;
+                        ids.values().filter(|(_, f)| *f == fingerprint).map(|(id, _)| *id).min()
+                    };
                     for op in batch.drain(..) {
                         match op {
                             Op::Insert(k, t) => {
-                                let r = w.insert(&format!("k{k}"), Document::Text(&text(t)), Metadata { url: Some(format!("u{t}")), ..Metadata::default() });
-                                let acceptable = r.is_ok() || matches!(r, Err(IndexError::DuplicateKey { .. }));
-                                prop_assert!(acceptable, "insert failed: {:?}", r);
+                                let key = format!("k{k}");
+                                let expected = expected_duplicate(&ids, t);
+                                let r = w.insert(&key, Document::Text(&text(t)), Metadata { url: Some(format!("u{t}")), ..Metadata::default() });
+                                match r {
+                                    Ok(outcome) => {
+                                        prop_assert_eq!(outcome.exact_duplicate_of, expected);
+                                        ids.insert(key, (outcome.id, signer.sign_text(&text(t)).fingerprint));
+                                    }
+                                    Err(IndexError::DuplicateKey { .. }) => prop_assert!(ids.contains_key(&key)),
+                                    Err(e) => prop_assert!(false, "insert failed: {:?}", e),
+                                }
                             }
                             Op::Replace(k, t) => {
-                                w.replace(&format!("k{k}"), Document::Text(&text(t)), Metadata { date: Some(format!("d{t}")), ..Metadata::default() }).unwrap();
+                                let key = format!("k{k}");
+                                ids.remove(&key);
+                                let expected = expected_duplicate(&ids, t);
+                                let outcome = w.replace(&key, Document::Text(&text(t)), Metadata { date: Some(format!("d{t}")), ..Metadata::default() }).unwrap();
+                                prop_assert_eq!(outcome.exact_duplicate_of, expected);
+                                ids.insert(key, (outcome.id, signer.sign_text(&text(t)).fingerprint));
                             }
                             Op::Delete(k) => {
                                 w.delete(&format!("k{k}")).unwrap();
+                                ids.remove(&format!("k{k}"));
                             }
                             _ => unreachable!(),
                         }
                     }
                     w.commit().unwrap();
+                    committed_ids = ids;
                     committed = staged.clone();
                     writer_open = false;
                     check(&idx.searcher().unwrap(), &committed, &signer)?;

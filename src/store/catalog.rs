@@ -9,8 +9,11 @@ use crate::vector::SignatureVector;
 
 /// File name of the catalog inside the index directory.
 pub const CATALOG_FILE: &str = "catalog.redb";
-/// The catalog format version this build writes and reads.
-pub const CATALOG_VERSION: u32 = 1;
+/// The catalog format version this build writes.
+pub const CATALOG_VERSION: u32 = 2;
+/// The oldest catalog format version this build reads (a writable open
+/// upgrades it: FORMAT.md §6.1).
+pub const CATALOG_VERSION_MIN: u32 = 1;
 
 /// `meta`: named values (`format`, `config`, `next_doc_id`, `next_segment_id`).
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -27,7 +30,10 @@ pub const PENDING: TableDefinition<u64, &[u8]> = TableDefinition::new("pending")
 pub const DELETED: TableDefinition<u64, u64> = TableDefinition::new("deleted");
 /// `manifest`: segment id → [`SegmentRecord`]: the live segments.
 pub const MANIFEST: TableDefinition<u64, &[u8]> = TableDefinition::new("manifest");
-/// `fingerprints`: exact-content fingerprint → ids of live documents.
+/// `fingerprints`: exact-content fingerprint → ids of live documents. Since
+/// catalog format version 2 it must list the live documents of segments
+/// older than segment format 4 (which store no fingerprints); it may list
+/// others (all of a version 1 catalog's), and new documents are not added.
 pub const FINGERPRINTS: MultimapTableDefinition<u128, u64> = MultimapTableDefinition::new("fingerprints");
 
 /// Descriptive metadata stored with a document.
@@ -97,20 +103,24 @@ impl DocRecord {
     }
 }
 
-/// A pending document's signature vector and band keys.
+/// A pending document's signature vector, band keys and fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingRecord {
     /// The signature vector.
     pub vector: SignatureVector,
     /// The LSH band keys.
     pub band_keys: Vec<u64>,
+    /// The exact-content fingerprint (written since catalog format version
+    /// 2; `None` in a record written before, whose document's [`DocRecord`]
+    /// holds it).
+    pub fingerprint: Option<Fingerprint>,
 }
 
 impl PendingRecord {
     /// The encoding (FORMAT.md §6.3).
     pub fn encode(&self) -> Vec<u8> {
         let n = self.vector.distinct() as usize;
-        let mut out = Vec::with_capacity(8 + n * 12 + self.band_keys.len() * 8);
+        let mut out = Vec::with_capacity(24 + n * 12 + self.band_keys.len() * 8);
         out.extend_from_slice(&(n as u32).to_le_bytes());
         for h in self.vector.hashes() {
             out.extend_from_slice(&h.to_le_bytes());
@@ -121,6 +131,9 @@ impl PendingRecord {
         out.extend_from_slice(&(self.band_keys.len() as u32).to_le_bytes());
         for k in &self.band_keys {
             out.extend_from_slice(&k.to_le_bytes());
+        }
+        if let Some(fingerprint) = self.fingerprint {
+            out.extend_from_slice(&fingerprint.to_le_bytes());
         }
         out
     }
@@ -145,8 +158,10 @@ impl PendingRecord {
             return Err(r.bad("band keys longer than the record"));
         }
         let band_keys = (0..b).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        let fingerprint = if r.at == bytes.len() { None } else { Some(Fingerprint(u128::from_le_bytes(r.array()?))) };
         r.end()?;
-        Ok(PendingRecord { vector: SignatureVector::from_pairs(hashes.into_iter().zip(freqs)), band_keys })
+        let vector = SignatureVector::from_pairs(hashes.into_iter().zip(freqs));
+        Ok(PendingRecord { vector, band_keys, fingerprint })
     }
 }
 
@@ -277,10 +292,20 @@ mod tests {
         for len in 0..bytes.len() {
             assert!(DocRecord::decode(&bytes[..len], 1).is_err());
         }
-        let pending = PendingRecord { vector: SignatureVector::from_pairs([(3, 1), (9, 4)]), band_keys: vec![11, 12] };
+        let pending = PendingRecord {
+            vector: SignatureVector::from_pairs([(3, 1), (9, 4)]),
+            band_keys: vec![11, 12],
+            fingerprint: Some(Fingerprint(7 << 100 | 5)),
+        };
         let bytes = pending.encode();
         assert_eq!(PendingRecord::decode(&bytes, 1).unwrap(), pending);
-        for len in 0..bytes.len() {
+        // Without its last 16 bytes it is the record catalog format 1
+        // wrote: the same but for the fingerprint. Every other cut is damage.
+        let v1 = bytes.len() - 16;
+        let legacy = PendingRecord { fingerprint: None, ..pending.clone() };
+        assert_eq!(PendingRecord::decode(&bytes[..v1], 1).unwrap(), legacy);
+        assert_eq!(legacy.encode(), &bytes[..v1]);
+        for len in (0..bytes.len()).filter(|&len| len != v1) {
             assert!(PendingRecord::decode(&bytes[..len], 1).is_err());
         }
         let seg = SegmentRecord { doc_count: 3, byte_len: 4096, file_crc: 0xdead_beef };

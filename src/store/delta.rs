@@ -108,3 +108,32 @@ pub(super) fn read(index: &RwLock<DeltaIndex>) -> RwLockReadGuard<'_, DeltaIndex
         index.write().unwrap_or_else(|p| p.into_inner()).drain();
     }
 }
+
+/// Fingerprint → ids of pending (or staged) documents: the writer's
+/// exact-duplicate check over the documents that are in no segment yet.
+/// Like [`DeltaIndex`] it may list more than the current delta (documents
+/// since deleted, replaced or flushed): every id it yields is checked
+/// against the delta, and a flush starts a fresh map.
+#[derive(Debug, Default)]
+pub(super) struct DeltaFingerprints(MixMap<u128, Vec<u64>>);
+
+impl DeltaFingerprints {
+    /// The map of `docs`.
+    pub(super) fn of<'a>(docs: impl IntoIterator<Item = (&'a u64, &'a Arc<DeltaDoc>)>) -> Self {
+        let mut map = DeltaFingerprints::default();
+        for (&id, doc) in docs {
+            map.add(id, doc.fingerprint);
+        }
+        map
+    }
+
+    /// Lists `id` under `fingerprint`.
+    pub(super) fn add(&mut self, id: u64, fingerprint: crate::hash::Fingerprint) {
+        self.0.entry(fingerprint.0).or_default().push(id);
+    }
+
+    /// The ids listed under `fingerprint`.
+    pub(super) fn ids(&self, fingerprint: crate::hash::Fingerprint) -> &[u64] {
+        self.0.get(&fingerprint.0).map_or(&[], Vec::as_slice)
+    }
+}

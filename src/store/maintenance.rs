@@ -27,13 +27,15 @@ use std::thread::JoinHandle;
 
 use rayon::prelude::*;
 
-use super::catalog::{SegmentRecord, DELETED, MANIFEST, META, PENDING};
+use super::catalog::{DocRecord, SegmentRecord, DELETED, DOCS, MANIFEST, META, PENDING};
 use super::delta::DeltaIndex;
-use super::segment::{build_segment_file, SegmentDoc, SegmentFile};
+use super::mmap::SegmentBytes;
+use super::segment::{build_segment_file, Segment, SegmentDoc, SegmentFile};
 use super::{
     lock, open_written_segment, redb_err, segment_file_name, sync_dir, Index, IndexError, Inner, State, CATALOG_FILE,
     MERGE_FACTOR,
 };
+use crate::hash::Fingerprint;
 
 /// Whether a job's caller already holds the writer lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,7 +130,12 @@ impl Inner {
         let docs: Vec<SegmentDoc> = snapshot
             .delta
             .iter()
-            .map(|(&id, d)| SegmentDoc { id, vector: d.vector.clone(), band_keys: d.band_keys.clone() })
+            .map(|(&id, d)| SegmentDoc {
+                id,
+                vector: d.vector.clone(),
+                band_keys: d.band_keys.clone(),
+                fingerprint: d.fingerprint,
+            })
             .collect();
         // The ids written, ascending. The snapshot goes now: while it is
         // held, every commit has to copy the delta instead of extending it.
@@ -203,6 +210,8 @@ impl Inner {
             deleted.extend(gone);
             Arc::new(deleted)
         };
+        // The writer's map of pending fingerprints starts afresh with them.
+        *lock(&self.delta_fingerprints) = None;
         *guard = Arc::new(State {
             segments,
             delta_index: DeltaIndex::shared(&delta),
@@ -212,6 +221,24 @@ impl Inner {
             pinned: None,
         });
         Ok(())
+    }
+
+    /// The fingerprints, by ordinal, of a segment older than format 4
+    /// (which does not store them), from the documents' catalog records. A
+    /// document deleted since the merge's snapshot has no record any more;
+    /// it gets fingerprint 0 (it is deleted in the merged segment too, so
+    /// no look-up returns it, and the next merge drops it).
+    fn catalog_fingerprints(&self, segment: &Segment<SegmentBytes>) -> Result<Vec<Fingerprint>, IndexError> {
+        let txn = self.catalog.begin_read()?;
+        let docs = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
+        let mut fingerprints = Vec::with_capacity(segment.doc_count() as usize);
+        for ordinal in 0..segment.doc_count() {
+            let id = segment.entry(ordinal)?.id;
+            let raw = docs.get(id).map_err(redb_err("reading docs"))?.map(|v| v.value().to_vec());
+            let record = raw.map(|raw| DocRecord::decode(&raw, id)).transpose()?;
+            fingerprints.push(record.map_or(Fingerprint(0), |r| r.fingerprint));
+        }
+        Ok(fingerprints)
     }
 
     /// The id the next segment gets. Jobs do not overlap, so the committed
@@ -275,13 +302,18 @@ impl Inner {
         let mut dropped = Vec::new();
         for loaded in &segments {
             let segment = &loaded.segment;
+            let fingerprints = match segment.fingerprints()? {
+                Some(by_ordinal) => by_ordinal,
+                None => self.catalog_fingerprints(segment)?,
+            };
             for ordinal in 0..segment.doc_count() {
                 let entry = segment.entry(ordinal)?;
                 if deleted_before.contains(&entry.id) {
                     dropped.push(entry.id);
                 } else {
                     let vector = segment.vector(ordinal)?;
-                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: Vec::new() });
+                    let fingerprint = fingerprints[ordinal as usize];
+                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: Vec::new(), fingerprint });
                 }
             }
         }

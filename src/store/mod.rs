@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTableMetadata};
 
-pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION};
+pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION, CATALOG_VERSION_MIN};
 pub use error::IndexError;
 pub use memory::{CrashMode, Fault, FaultStorage, MemStorage};
 pub use mmap::SegmentBytes;
@@ -40,7 +40,7 @@ pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
 pub use storage::{FsStorage, Storage};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
-use delta::DeltaIndex;
+use delta::{DeltaFingerprints, DeltaIndex};
 use segment::Segment;
 
 use crate::config::SignatureConfig;
@@ -93,8 +93,8 @@ pub enum Document<'a> {
 pub struct InsertOutcome {
     /// The new document's id.
     pub id: u64,
-    /// The id of a live document with the same exact-content fingerprint,
-    /// if there is one.
+    /// The smallest id of the live documents (committed, or staged by this
+    /// writer) with the same exact-content fingerprint, if there is one.
     pub exact_duplicate_of: Option<u64>,
 }
 
@@ -144,6 +144,7 @@ pub struct IndexStats {
 struct DeltaDoc {
     vector: SignatureVector,
     band_keys: Vec<u64>,
+    fingerprint: Fingerprint,
 }
 
 #[derive(Debug)]
@@ -213,6 +214,10 @@ struct Inner {
     /// (`maintenance.rs`); taken before `writer_lock`, never after.
     maintenance_lock: Mutex<()>,
     maintenance_error: Mutex<Option<IndexError>>,
+    /// The fingerprints of the pending documents, for the writer's
+    /// exact-duplicate check: built at the first insert after an open or a
+    /// flush, extended by commits (`delta.rs`).
+    delta_fingerprints: Mutex<Option<DeltaFingerprints>>,
     _lock: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
 }
 
@@ -329,6 +334,7 @@ impl Index {
             writer_lock: Mutex::new(()),
             maintenance_lock: Mutex::new(()),
             maintenance_error: Mutex::new(None),
+            delta_fingerprints: Mutex::new(None),
             _lock: Some(lock),
         })
     }
@@ -435,11 +441,11 @@ impl Index {
         let format = format
             .and_then(|b| b.as_slice().try_into().ok().map(u32::from_le_bytes))
             .ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "meta", 0, "format version missing"))?;
-        if format != CATALOG_VERSION {
+        if !(CATALOG_VERSION_MIN..=CATALOG_VERSION).contains(&format) {
             return Err(IndexError::Incompatible {
                 what: "catalog",
                 found: format,
-                supported: CATALOG_VERSION..=CATALOG_VERSION,
+                supported: CATALOG_VERSION_MIN..=CATALOG_VERSION,
             });
         }
         let config_bytes = meta.get("config").map_err(redb_err("reading meta"))?.map(|v| v.value().to_vec());
@@ -448,6 +454,11 @@ impl Index {
         let config = SignatureConfig::decode(&config_bytes).map_err(IndexError::ConfigDecode)?;
         let signer = Signer::new(config)?;
         drop((meta, txn));
+        if format < CATALOG_VERSION {
+            if let Catalog::Writable(db) = &catalog {
+                upgrade_catalog(db)?;
+            }
+        }
         let state = load_latest(&catalog, &*storage, &State::default())?;
         Ok(Inner {
             storage,
@@ -458,6 +469,7 @@ impl Index {
             writer_lock: Mutex::new(()),
             maintenance_lock: Mutex::new(()),
             maintenance_error: Mutex::new(None),
+            delta_fingerprints: Mutex::new(None),
             _lock: lock,
         })
     }
@@ -520,6 +532,7 @@ impl Index {
             guard: Some(guard),
             next_doc_id,
             added: BTreeMap::new(),
+            added_fingerprints: DeltaFingerprints::default(),
             removed_pending: Vec::new(),
             newly_deleted: Vec::new(),
         })
@@ -551,6 +564,7 @@ impl Index {
         let mut guard = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
         let fresh = load_latest(&self.inner.catalog, &*self.inner.storage, &guard)?;
         *guard = Arc::new(fresh);
+        *lock(&self.inner.delta_fingerprints) = None;
         Ok(())
     }
 
@@ -581,6 +595,8 @@ impl Index {
         let txn = &searcher.txn;
         let manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
         let mut per_segment: BTreeMap<u64, u64> = BTreeMap::new();
+        // Each segment's fingerprints by ordinal (`None` before format 4).
+        let mut segment_fingerprints: BTreeMap<u64, Option<Vec<Fingerprint>>> = BTreeMap::new();
         for row in manifest.iter().map_err(redb_err("reading manifest"))? {
             let (id, raw) = row.map_err(redb_err("reading manifest"))?;
             let (id, record) = (id.value(), SegmentRecord::decode(raw.value(), id.value())?);
@@ -610,6 +626,7 @@ impl Index {
                 ));
             }
             per_segment.insert(id, 0);
+            segment_fingerprints.insert(id, segment.fingerprints()?);
         }
         let keys = txn.open_table(KEYS).map_err(redb_err("opening keys"))?;
         let docs = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
@@ -625,28 +642,65 @@ impl Index {
             if keys.get(record.key.as_str()).map_err(redb_err("reading keys"))?.map(|v| v.value()) != Some(id) {
                 return Err(bad("keys", id, "document's key does not map back to it"));
             }
-            let listed = fingerprints.get(record.fingerprint.0).map_err(redb_err("reading fingerprints"))?;
-            let mut found = false;
-            for entry in listed {
-                found |= entry.map_err(redb_err("reading fingerprints"))?.value() == id;
-            }
-            if !found {
-                return Err(bad("fingerprints", id, "document missing from the fingerprint table"));
-            }
+            let listed = || -> Result<bool, IndexError> {
+                let mut found = false;
+                for entry in fingerprints.get(record.fingerprint.0).map_err(redb_err("reading fingerprints"))? {
+                    found |= entry.map_err(redb_err("reading fingerprints"))?.value() == id;
+                }
+                Ok(found)
+            };
             let holders = searcher.segments_holding(id)?;
             match pending.get(id).map_err(redb_err("reading pending"))? {
                 Some(raw) => {
-                    PendingRecord::decode(raw.value(), id)?;
+                    let pending_record = PendingRecord::decode(raw.value(), id)?;
                     pending_docs += 1;
                     if !holders.is_empty() {
                         return Err(bad("pending", id, "document is both pending and in a segment"));
                     }
+                    if pending_record.fingerprint.is_some_and(|f| f != record.fingerprint) {
+                        return Err(bad("pending", id, "fingerprint differs from the document's"));
+                    }
                 }
                 None => match holders.as_slice() {
-                    [segment] => *per_segment.entry(*segment).or_default() += 1,
+                    [segment] => {
+                        *per_segment.entry(*segment).or_default() += 1;
+                        // A segment's fingerprint must be the document's; a
+                        // segment without them needs the catalog table to
+                        // list the document.
+                        let stored = match segment_fingerprints.get(segment) {
+                            Some(Some(by_ordinal)) => {
+                                let loaded = &searcher.state.segments[segment];
+                                let ordinal = loaded.segment.ordinal_of(id)?;
+                                Some(ordinal.and_then(|o| by_ordinal.get(o as usize).copied()))
+                            }
+                            _ => None,
+                        };
+                        match stored {
+                            Some(stored) if stored != Some(record.fingerprint) => {
+                                return Err(bad("docs", id, "fingerprint differs from its segment's"));
+                            }
+                            None if !listed()? => {
+                                return Err(bad("fingerprints", id, "document missing from the fingerprint table"));
+                            }
+                            _ => {}
+                        }
+                    }
                     [] => return Err(bad("docs", id, "document is neither pending nor in a segment")),
                     _ => return Err(bad("docs", id, "document is in more than one segment")),
                 },
+            }
+        }
+        // The fingerprint table lists live documents under their own
+        // fingerprints only.
+        for row in fingerprints.iter().map_err(redb_err("reading fingerprints"))? {
+            let (fingerprint, ids) = row.map_err(redb_err("reading fingerprints"))?;
+            for id in ids {
+                let id = id.map_err(redb_err("reading fingerprints"))?.value();
+                let raw = docs.get(id).map_err(redb_err("reading docs"))?.map(|v| v.value().to_vec());
+                let record = raw.map(|raw| DocRecord::decode(&raw, id)).transpose()?;
+                if record.is_none_or(|r| r.fingerprint.0 != fingerprint.value()) {
+                    return Err(bad("fingerprints", id, "lists a document that is not live with that fingerprint"));
+                }
             }
         }
         if pending.len().map_err(redb_err("reading pending"))? != pending_docs {
@@ -670,6 +724,22 @@ impl Index {
         }
         Ok(())
     }
+}
+
+/// Upgrades a catalog of format version 1 to 2 (FORMAT.md §6.1) in one
+/// commit. Version 2 only relaxes what version 1 requires of its data (the
+/// `fingerprints` table need not list every live document; a pending record
+/// may end with its fingerprint), so a version 1 catalog is a valid
+/// version 2 one: the upgrade writes the new version number, which keeps
+/// builds that read only version 1 from trusting a table this build no
+/// longer keeps complete.
+fn upgrade_catalog(db: &redb::Database) -> Result<(), IndexError> {
+    let txn = db.begin_write().map_err(redb_err("beginning a write"))?;
+    {
+        let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+        meta.insert("format", CATALOG_VERSION.to_le_bytes().as_slice()).map_err(redb_err("writing meta"))?;
+    }
+    txn.commit().map_err(redb_err("committing the catalog upgrade"))
 }
 
 fn open_segment(storage: &dyn Storage, id: u64) -> Result<LoadedSegment, IndexError> {
@@ -734,11 +804,23 @@ fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &
         segments.insert(id, loaded);
     }
     let pending = txn.open_table(PENDING).map_err(redb_err("opening pending"))?;
+    let docs = txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
     let mut delta = BTreeMap::new();
     for row in pending.iter().map_err(redb_err("reading pending"))? {
         let (id, raw) = row.map_err(redb_err("reading pending"))?;
-        let record = PendingRecord::decode(raw.value(), id.value())?;
-        delta.insert(id.value(), Arc::new(DeltaDoc { vector: record.vector, band_keys: record.band_keys }));
+        let id = id.value();
+        let record = PendingRecord::decode(raw.value(), id)?;
+        // A record of catalog format 1 has no fingerprint: its document's has.
+        let fingerprint = match record.fingerprint {
+            Some(fingerprint) => fingerprint,
+            None => {
+                let raw = docs.get(id).map_err(redb_err("reading docs"))?.map(|v| v.value().to_vec());
+                let raw = raw.ok_or_else(|| IndexError::corrupted(CATALOG_FILE, "pending", id, "no such document"))?;
+                DocRecord::decode(&raw, id)?.fingerprint
+            }
+        };
+        let doc = DeltaDoc { vector: record.vector, band_keys: record.band_keys, fingerprint };
+        delta.insert(id, Arc::new(doc));
     }
     let deleted_table = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
     let mut deleted = BTreeSet::new();
@@ -775,6 +857,8 @@ pub struct Writer<'a> {
     guard: Option<MutexGuard<'a, ()>>,
     next_doc_id: u64,
     added: BTreeMap<u64, Arc<DeltaDoc>>,
+    /// The fingerprints of `added` (and of staged documents deleted since).
+    added_fingerprints: DeltaFingerprints,
     removed_pending: Vec<u64>,
     newly_deleted: Vec<u64>,
 }
@@ -831,11 +915,8 @@ impl Writer<'_> {
         metadata: Metadata,
         key_must_be_free: bool,
     ) -> Result<InsertOutcome, IndexError> {
-        let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
-        let mut tables = InsertTables::open(txn)?;
-        let staging =
-            Staging { signer: &self.index.inner.signer, next_doc_id: &mut self.next_doc_id, added: &mut self.added };
-        staging.insert(&mut tables, key, document, metadata, key_must_be_free)
+        let mut outcomes = self.stage([(key, document, metadata)], key_must_be_free)?;
+        Ok(outcomes.remove(0))
     }
 
     /// Stores new documents, as [`Writer::insert`] for each in turn, but
@@ -849,16 +930,29 @@ impl Writer<'_> {
         &mut self,
         documents: impl IntoIterator<Item = (K, Document<'d>, Metadata)>,
     ) -> Result<Vec<InsertOutcome>, IndexError> {
+        self.stage(documents, true)
+    }
+
+    /// Stages documents with the catalog tables opened once: an outcome
+    /// each, or the first error.
+    fn stage<'d, K: AsRef<str>>(
+        &mut self,
+        documents: impl IntoIterator<Item = (K, Document<'d>, Metadata)>,
+        key_must_be_free: bool,
+    ) -> Result<Vec<InsertOutcome>, IndexError> {
         let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
         let mut tables = InsertTables::open(txn)?;
+        let committed = CommittedDuplicates::of(self.index, &self.removed_pending, &self.newly_deleted);
         let mut outcomes = Vec::new();
         for (key, document, metadata) in documents {
             let staging = Staging {
                 signer: &self.index.inner.signer,
                 next_doc_id: &mut self.next_doc_id,
                 added: &mut self.added,
+                added_fingerprints: &mut self.added_fingerprints,
+                committed: &committed,
             };
-            outcomes.push(staging.insert(&mut tables, key.as_ref(), document, metadata, true)?);
+            outcomes.push(staging.insert(&mut tables, key.as_ref(), document, metadata, key_must_be_free)?);
         }
         Ok(outcomes)
     }
@@ -989,6 +1083,11 @@ impl Writer<'_> {
             }
             let added = std::mem::take(&mut self.added);
             delta_index.write().unwrap_or_else(|p| p.into_inner()).queue(&added);
+            if let Some(fingerprints) = lock(&index.inner.delta_fingerprints).as_mut() {
+                for (&id, doc) in &added {
+                    fingerprints.add(id, doc.fingerprint);
+                }
+            }
             delta.extend(added);
             let deleted = if self.newly_deleted.is_empty() {
                 deleted
@@ -1028,7 +1127,9 @@ struct InsertTables<'t> {
     keys: redb::Table<'t, &'static str, u64>,
     docs: redb::Table<'t, u64, &'static [u8]>,
     pending: redb::Table<'t, u64, &'static [u8]>,
-    fingerprints: redb::MultimapTable<'t, u128, u64>,
+    /// The catalog's `fingerprints` table, when it lists any document (an
+    /// index that had segments before format 4).
+    legacy_fingerprints: Option<redb::MultimapTable<'t, u128, u64>>,
 }
 
 impl<'t> InsertTables<'t> {
@@ -1037,7 +1138,11 @@ impl<'t> InsertTables<'t> {
             keys: txn.open_table(KEYS).map_err(redb_err("opening keys"))?,
             docs: txn.open_table(DOCS).map_err(redb_err("opening docs"))?,
             pending: txn.open_table(PENDING).map_err(redb_err("opening pending"))?,
-            fingerprints: txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("opening fingerprints"))?,
+            legacy_fingerprints: {
+                let table = txn.open_multimap_table(FINGERPRINTS).map_err(redb_err("opening fingerprints"))?;
+                let empty = table.is_empty().map_err(redb_err("reading fingerprints"))?;
+                (!empty).then_some(table)
+            },
         })
     }
 }
@@ -1048,6 +1153,69 @@ struct Staging<'w> {
     signer: &'w Signer,
     next_doc_id: &'w mut u64,
     added: &'w mut BTreeMap<u64, Arc<DeltaDoc>>,
+    added_fingerprints: &'w mut DeltaFingerprints,
+    committed: &'w CommittedDuplicates<'w>,
+}
+
+/// The writer's view of the committed documents for the exact-duplicate
+/// check: the published state (stable while the writer lives: flushes and
+/// merges install under the writer lock), less what the writer deleted.
+struct CommittedDuplicates<'w> {
+    state: Arc<State>,
+    delta_fingerprints: &'w Mutex<Option<DeltaFingerprints>>,
+    removed_pending: &'w [u64],
+    newly_deleted: &'w [u64],
+}
+
+impl<'w> CommittedDuplicates<'w> {
+    fn of(index: &'w Index, removed_pending: &'w [u64], newly_deleted: &'w [u64]) -> Self {
+        CommittedDuplicates {
+            state: index.inner.current(),
+            delta_fingerprints: &index.inner.delta_fingerprints,
+            removed_pending,
+            newly_deleted,
+        }
+    }
+
+    /// The smallest id of a live committed document with `fingerprint`:
+    /// from the pending documents' map, each segment's fingerprint section
+    /// (a few probes of a mapped section), and the catalog table that lists
+    /// the documents of older segments (`legacy`, when it lists any).
+    fn smallest(
+        &self,
+        fingerprint: Fingerprint,
+        legacy: Option<&redb::MultimapTable<'_, u128, u64>>,
+    ) -> Result<Option<u64>, IndexError> {
+        let state = &self.state;
+        let mut best: Option<u64> = None;
+        let mut consider = |id: u64| best = Some(best.map_or(id, |b| b.min(id)));
+        {
+            let mut map = lock(self.delta_fingerprints);
+            let map = map.get_or_insert_with(|| DeltaFingerprints::of(state.delta.iter()));
+            for &id in map.ids(fingerprint) {
+                if state.delta.contains_key(&id) && !self.removed_pending.contains(&id) {
+                    consider(id);
+                }
+            }
+        }
+        for loaded in state.segments.values() {
+            let segment = &loaded.segment;
+            for ordinal in segment.fingerprint_ordinals(fingerprint) {
+                let id = segment.entry(ordinal)?.id;
+                if !state.deleted.contains(&id) && !self.newly_deleted.contains(&id) {
+                    consider(id);
+                }
+            }
+        }
+        // The table lists live documents only (a delete removes its row in
+        // the writer's own transaction), ascending.
+        if let Some(table) = legacy {
+            if let Some(entry) = table.get(fingerprint.0).map_err(redb_err("reading fingerprints"))?.next() {
+                consider(entry.map_err(redb_err("reading fingerprints"))?.value());
+            }
+        }
+        Ok(best)
+    }
 }
 
 impl Staging<'_> {
@@ -1072,20 +1240,21 @@ impl Staging<'_> {
         };
         let id = *self.next_doc_id;
         *self.next_doc_id += 1;
-        let fingerprints = &mut tables.fingerprints;
-        let mut same = fingerprints.get(fingerprint.0).map_err(redb_err("reading fingerprints"))?;
-        let exact_duplicate_of = match same.next() {
-            Some(entry) => Some(entry.map_err(redb_err("reading fingerprints"))?.value()),
-            None => None,
-        };
-        drop(same);
-        fingerprints.insert(fingerprint.0, id).map_err(redb_err("writing fingerprints"))?;
+        // Committed documents have smaller ids than staged ones.
+        let mut exact_duplicate_of = self.committed.smallest(fingerprint, tables.legacy_fingerprints.as_ref())?;
+        if exact_duplicate_of.is_none() {
+            let added = &*self.added;
+            exact_duplicate_of =
+                self.added_fingerprints.ids(fingerprint).iter().copied().find(|id| added.contains_key(id));
+        }
+        self.added_fingerprints.add(id, fingerprint);
         let record = DocRecord { key: key.to_owned(), fingerprint, metadata };
         tables.keys.insert(key, id).map_err(redb_err("writing keys"))?;
         tables.docs.insert(id, record.encode().as_slice()).map_err(redb_err("writing docs"))?;
-        let pending = PendingRecord { vector, band_keys };
+        let pending = PendingRecord { vector, band_keys, fingerprint: Some(fingerprint) };
         tables.pending.insert(id, pending.encode().as_slice()).map_err(redb_err("writing pending"))?;
-        self.added.insert(id, Arc::new(DeltaDoc { vector: pending.vector, band_keys: pending.band_keys }));
+        let doc = DeltaDoc { vector: pending.vector, band_keys: pending.band_keys, fingerprint };
+        self.added.insert(id, Arc::new(doc));
         Ok(InsertOutcome { id, exact_duplicate_of })
     }
 }

@@ -9,13 +9,14 @@ use roaring::RoaringBitmap;
 
 use super::error::IndexError;
 use super::roaring_view::RoaringView;
+use crate::hash::Fingerprint;
 use crate::similarity::{Overlap, Similarity};
 use crate::vector::SignatureVector;
 
 /// First eight bytes of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"NDXSEGMT";
 /// The segment format version this build writes and reads.
-pub const SEGMENT_VERSION: u32 = 3;
+pub const SEGMENT_VERSION: u32 = 4;
 /// The oldest segment format version this build reads.
 pub const SEGMENT_VERSION_MIN: u32 = 1;
 const HEADER_LEN: usize = 64;
@@ -59,6 +60,9 @@ pub enum SectionKind {
     /// `(entry index, frequency)` of the frequencies too large for a byte
     /// of `Freqs` (format version 3).
     FreqEscapes = 14,
+    /// `(fingerprint, ordinal)` of every document, ascending: the exact
+    /// duplicates of an insert (format version 4).
+    Fingerprints = 15,
 }
 
 /// A posting list enters the frequent section when it holds at least this
@@ -69,7 +73,7 @@ pub const FREQUENT_MIN: u64 = 8;
 /// sections).
 pub const FREQUENT_FLOOR: usize = 1024;
 
-const SECTIONS: [SectionKind; 14] = [
+const SECTIONS: [SectionKind; 15] = [
     SectionKind::Docs,
     SectionKind::Lengths,
     SectionKind::Hashes,
@@ -84,13 +88,16 @@ const SECTIONS: [SectionKind; 14] = [
     SectionKind::IdIndex,
     SectionKind::Frequent,
     SectionKind::FreqEscapes,
+    SectionKind::Fingerprints,
 ];
+const FINGERPRINT_ENTRY_LEN: usize = 20;
 
 /// Sections in a segment of format `version`.
 fn section_count(version: u32) -> usize {
     match version {
         1 => 12,
         2 => 13,
+        3 => 14,
         _ => SECTIONS.len(),
     }
 }
@@ -109,6 +116,8 @@ pub struct SegmentDoc {
     /// Its LSH band keys (exactly `bands` of them, or none when it has no
     /// signatures).
     pub band_keys: Vec<u64>,
+    /// Its exact-content fingerprint.
+    pub fingerprint: Fingerprint,
 }
 
 /// A segment file as the writer produces it: the header and the section
@@ -249,6 +258,14 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>, width: EntryWid
     for (hash, len) in frequent {
         sections[12].extend_from_slice(&hash.to_le_bytes());
         sections[12].extend_from_slice(&len.to_le_bytes());
+    }
+    let mut by_fingerprint: Vec<(u128, u32)> =
+        docs.iter().enumerate().map(|(o, d)| (d.fingerprint.0, o as u32)).collect();
+    by_fingerprint.sort_unstable();
+    sections[14].reserve_exact(docs.len() * FINGERPRINT_ENTRY_LEN);
+    for (fingerprint, ordinal) in by_fingerprint {
+        sections[14].extend_from_slice(&fingerprint.to_le_bytes());
+        sections[14].extend_from_slice(&ordinal.to_le_bytes());
     }
     let mut by_id: Vec<(u64, u64)> = docs.iter().enumerate().map(|(o, d)| (d.id, o as u64)).collect();
     by_id.sort_unstable();
@@ -496,7 +513,7 @@ pub struct Segment<B: AsRef<[u8]>> {
     version: u32,
     /// Four-byte entries in the offsets sections (else eight).
     narrow: bool,
-    sections: [(usize, usize, u32); 14],
+    sections: [(usize, usize, u32); 15],
     /// Built by the first posting-key look-up.
     directory: std::sync::OnceLock<KeyDirectory>,
 }
@@ -626,8 +643,8 @@ impl<B: AsRef<[u8]>> Segment<B> {
             return Err(corrupt(HEADER_LEN, "section table truncated"));
         }
         // Sections a version lacks (frequent lists before 2, frequency
-        // escapes before 3) read as empty.
-        let mut sections = [(0usize, 0usize, 0u32); 14];
+        // escapes before 3, fingerprints before 4) read as empty.
+        let mut sections = [(0usize, 0usize, 0u32); 15];
         let mut next = table_end;
         for (i, kind) in SECTIONS.iter().take(count).enumerate() {
             let at = HEADER_LEN + i * TABLE_ENTRY_LEN;
@@ -683,6 +700,8 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let buckets = self.section(SectionKind::BandKeys).len() / 8;
         expect(SectionKind::BandOffsets, (buckets * self.entry_width()) as u128)?;
         expect(SectionKind::IdIndex, docs as u128 * 16)?;
+        let fingerprints = if self.version < 4 { 0 } else { docs * FINGERPRINT_ENTRY_LEN };
+        expect(SectionKind::Fingerprints, fingerprints as u128)?;
         if !self.section(SectionKind::Frequent).len().is_multiple_of(16) {
             return Err(self.corrupted(SectionKind::Frequent, 0, "frequent section is not whole entries"));
         }
@@ -831,6 +850,20 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
         if directory != self.section(SectionKind::Lengths) {
             return Err(self.corrupted(SectionKind::Lengths, 0, "length directory disagrees with the documents"));
+        }
+        // Fingerprint entries strictly ascend by (fingerprint, ordinal) and
+        // name each ordinal once.
+        self.fingerprints()?;
+        let section = self.section(SectionKind::Fingerprints);
+        let key = |i: usize| (fingerprint_at(section, i), le_u32(section, i * FINGERPRINT_ENTRY_LEN + 16));
+        for i in 1..section.len() / FINGERPRINT_ENTRY_LEN {
+            if key(i - 1) >= key(i) {
+                return Err(self.corrupted(
+                    SectionKind::Fingerprints,
+                    i * FINGERPRINT_ENTRY_LEN,
+                    "fingerprints not strictly ascending",
+                ));
+            }
         }
         Ok(())
     }
@@ -1113,6 +1146,80 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(Some(ordinal as u32))
     }
 
+    /// Whether the segment stores its documents' fingerprints (format
+    /// version 4 on); before, the catalog's `fingerprints` table lists them.
+    pub fn has_fingerprints(&self) -> bool {
+        self.version >= 4
+    }
+
+    /// The ordinals of the documents whose fingerprint is `fingerprint`,
+    /// ascending; none in a segment without fingerprints. Fingerprints are
+    /// hash values, spread evenly, so a few interpolation steps on their
+    /// top 64 bits narrow the range before a binary search finds the first
+    /// entry: a look-up in a section of a million entries touches two or
+    /// three pages. Over a damaged (unsorted) section it may miss entries;
+    /// `verify` finds the damage.
+    pub fn fingerprint_ordinals(&self, fingerprint: Fingerprint) -> impl Iterator<Item = u32> + '_ {
+        let section = self.section(SectionKind::Fingerprints);
+        let n = section.len() / FINGERPRINT_ENTRY_LEN;
+        let at = |i: usize| fingerprint_at(section, i);
+        let target = fingerprint.0;
+        let (mut lo, mut hi) = (0, n);
+        for _ in 0..4 {
+            if hi - lo < 16 {
+                break;
+            }
+            let (first, last) = (at(lo) >> 64, at(hi - 1) >> 64);
+            let top = target >> 64;
+            if top < first || top > last {
+                break;
+            }
+            let span = (last - first).max(1);
+            let guess = lo + ((top - first) * (hi - 1 - lo) as u128 / span) as usize;
+            if at(guess) < target {
+                lo = guess + 1;
+            } else {
+                hi = guess;
+                // `guess` may be the first match: keep it in range.
+                if at(guess) == target {
+                    hi = guess + 1;
+                    break;
+                }
+            }
+        }
+        let lo = first_not_below(lo, hi, |i| at(i) < target);
+        (lo..n).map_while(move |i| (at(i) == target).then(|| le_u32(section, i * FINGERPRINT_ENTRY_LEN + 16)))
+    }
+
+    /// Every document's fingerprint, by ordinal (a merge's input); `None`
+    /// for a segment without fingerprints.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when an ordinal is missing or repeated.
+    pub fn fingerprints(&self) -> Result<Option<Vec<Fingerprint>>, IndexError> {
+        if !self.has_fingerprints() {
+            return Ok(None);
+        }
+        let section = self.section(SectionKind::Fingerprints);
+        let mut by_ordinal = vec![None; self.doc_count as usize];
+        for (i, entry) in section.chunks_exact(FINGERPRINT_ENTRY_LEN).enumerate() {
+            let ordinal = le_u32(entry, 16) as usize;
+            match by_ordinal.get_mut(ordinal) {
+                Some(slot @ None) => *slot = Some(Fingerprint(fingerprint_at(entry, 0))),
+                _ => {
+                    return Err(self.corrupted(
+                        SectionKind::Fingerprints,
+                        i * FINGERPRINT_ENTRY_LEN,
+                        "ordinal out of range or repeated",
+                    ))
+                }
+            }
+        }
+        // As many entries as documents (checked at parse), none repeated:
+        // every slot is filled.
+        Ok(Some(by_ordinal.into_iter().flatten().collect()))
+    }
+
     /// The ordinal range `[first, end)` of documents with length in
     /// `[min, max]`, from the length directory.
     pub fn length_range(&self, min: u64, max: u64) -> std::ops::Range<u32> {
@@ -1123,15 +1230,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         // The directory ascends in length (the writer's order, which
         // `verify` checks): binary search.
         let first_at_least = |bound: u64| {
-            let (mut lo, mut hi) = (0, n);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if length_at(mid) < bound {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
+            let lo = first_not_below(0, n, |i| length_at(i) < bound);
             if lo == n {
                 self.doc_count
             } else {
@@ -1142,6 +1241,20 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let end = max.checked_add(1).map_or(self.doc_count, first_at_least);
         first..end.max(first)
     }
+}
+
+/// Binary search: the first index in `[lo, hi)` that is not `below`, or
+/// `hi` (`below` must hold on a prefix of the range).
+fn first_not_below(mut lo: usize, mut hi: usize, below: impl Fn(usize) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 fn section_name(kind: SectionKind) -> &'static str {
@@ -1160,6 +1273,7 @@ fn section_name(kind: SectionKind) -> &'static str {
         SectionKind::IdIndex => "id index",
         SectionKind::Frequent => "frequent lists",
         SectionKind::FreqEscapes => "frequency escapes",
+        SectionKind::Fingerprints => "fingerprints",
     }
 }
 
@@ -1178,6 +1292,12 @@ fn find_pair(section: &[u8], key: u64) -> Option<(usize, u64)> {
     None
 }
 
+/// The fingerprint of the fingerprints-section entry at index `i`.
+fn fingerprint_at(section: &[u8], i: usize) -> u128 {
+    let at = i * FINGERPRINT_ENTRY_LEN;
+    section.get(at..at + 16).and_then(|b| b.try_into().ok()).map_or(0, u128::from_le_bytes)
+}
+
 /// Little-endian `u32` at `at`, or 0 past the end (callers check sizes
 /// first; this only keeps a wrong size from panicking).
 fn le_u32(bytes: &[u8], at: usize) -> u32 {
@@ -1192,12 +1312,32 @@ fn le_u64(bytes: &[u8], at: usize) -> u64 {
 mod tests {
     use super::*;
 
+    /// A fingerprint for document `id` (distinct ids, distinct values).
+    fn fp(id: u64) -> Fingerprint {
+        Fingerprint(u128::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835))
+    }
+
     fn docs() -> Vec<SegmentDoc> {
         vec![
-            SegmentDoc { id: 10, vector: SignatureVector::from_pairs([(5, 2), (9, 1)]), band_keys: vec![1, 2] },
-            SegmentDoc { id: 3, vector: SignatureVector::from_pairs([(5, 1)]), band_keys: vec![1, 7] },
-            SegmentDoc { id: 4, vector: SignatureVector::new(), band_keys: vec![] },
-            SegmentDoc { id: 7, vector: SignatureVector::from_pairs([(1, 1), (9, 1), (12, 1)]), band_keys: vec![3, 2] },
+            SegmentDoc {
+                id: 10,
+                vector: SignatureVector::from_pairs([(5, 2), (9, 1)]),
+                band_keys: vec![1, 2],
+                fingerprint: fp(10),
+            },
+            SegmentDoc {
+                id: 3,
+                vector: SignatureVector::from_pairs([(5, 1)]),
+                band_keys: vec![1, 7],
+                fingerprint: fp(3),
+            },
+            SegmentDoc { id: 4, vector: SignatureVector::new(), band_keys: vec![], fingerprint: fp(4) },
+            SegmentDoc {
+                id: 7,
+                vector: SignatureVector::from_pairs([(1, 1), (9, 1), (12, 1)]),
+                band_keys: vec![3, 2],
+                fingerprint: fp(7),
+            },
         ]
     }
 
@@ -1233,6 +1373,7 @@ mod tests {
             id: 20,
             vector: SignatureVector::from_pairs([(2, 255), (5, 256), (7, 1), (9, 70_000), (11, u32::MAX)]),
             band_keys: vec![9, 2],
+            fingerprint: fp(20),
         });
         docs
     }
@@ -1394,14 +1535,21 @@ mod tests {
                 id,
                 vector: SignatureVector::from_pairs((0..2000).map(|h| (h, 1))),
                 band_keys: vec![1, 2],
+                fingerprint: fp(id),
             })
             .collect();
         docs.extend((16..20).map(|id| SegmentDoc {
             id,
             vector: SignatureVector::from_pairs((1500..1600).map(|h| (h, 1))),
             band_keys: vec![1, 2],
+            fingerprint: fp(id),
         }));
-        docs.push(SegmentDoc { id: 99, vector: SignatureVector::from_pairs([(5000, 1)]), band_keys: vec![3, 4] });
+        docs.push(SegmentDoc {
+            id: 99,
+            vector: SignatureVector::from_pairs([(5000, 1)]),
+            band_keys: vec![3, 4],
+            fingerprint: fp(99),
+        });
         let bytes = build_segment(1, 2, docs);
         let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
         segment.verify().unwrap();
@@ -1430,6 +1578,7 @@ mod tests {
                 id: 1,
                 vector: SignatureVector::from_pairs(hashes.iter().map(|&h| (h, 1))),
                 band_keys: vec![1, 2],
+                fingerprint: fp(1),
             }];
             let bytes = build_segment(1, 2, docs);
             let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
@@ -1449,8 +1598,8 @@ mod tests {
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
         assert_eq!(&bytes[0..8], b"NDXSEGMT");
-        assert_eq!(u32_at(8), 3);
-        assert_eq!(u32_at(12), 14);
+        assert_eq!(u32_at(8), 4);
+        assert_eq!(u32_at(12), 15);
         assert_eq!(u64_at(16), 0x0102_0304_0506_0708);
         assert_eq!(u32_at(24), 4);
         assert_eq!(u32_at(28), 2);
@@ -1460,8 +1609,8 @@ mod tests {
         assert_eq!(u32_at(60), crc32fast::hash(&bytes[..60]));
         let (n, e, k, b) = (4u64, 6u64, 4u64, 4u64); // docs, entries, distinct hashes {1,5,9,12}, band keys {1,2,3,7}; lengths {0,1,3}
         let expected_sizes =
-            [24 * n, 16 * 3, 8 * e, e, 8 * k, 4 * k, u64::MAX, 0, 8 * b, 4 * b, u64::MAX, 16 * n, 0, 0];
-        let mut previous_end = 400u64;
+            [24 * n, 16 * 3, 8 * e, e, 8 * k, 4 * k, u64::MAX, 0, 8 * b, 4 * b, u64::MAX, 16 * n, 0, 0, 20 * n];
+        let mut previous_end = 424u64;
         for (i, expected) in expected_sizes.into_iter().enumerate() {
             let at = 64 + i * 24;
             assert_eq!(u32_at(at), i as u32 + 1, "kind of entry {i}");
@@ -1475,5 +1624,85 @@ mod tests {
             previous_end = offset + length;
         }
         assert_eq!(previous_end, bytes.len() as u64);
+        // Section 15: (fingerprint, ordinal) ascending.
+        let at = 64 + 14 * 24;
+        let offset = u64_at(at + 8) as usize;
+        let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let mut expected: Vec<(u128, u32)> =
+            docs().iter().map(|d| (d.fingerprint.0, segment.ordinal_of(d.id).unwrap().unwrap())).collect();
+        expected.sort_unstable();
+        for (i, (fingerprint, ordinal)) in expected.into_iter().enumerate() {
+            let entry = &bytes[offset + i * 20..offset + i * 20 + 20];
+            assert_eq!(u128::from_le_bytes(entry[..16].try_into().unwrap()), fingerprint);
+            assert_eq!(u32::from_le_bytes(entry[16..].try_into().unwrap()), ordinal);
+        }
+    }
+
+    /// Fingerprint look-ups find exactly the ordinals a scan finds, for
+    /// hash-like fingerprints (where interpolation narrows the search),
+    /// small clustered ones (where it cannot), and repeated ones.
+    #[test]
+    fn fingerprint_lookups_find_what_a_scan_finds() {
+        let mut next = crate::store::roaring_view::xorshift(0x9E37_79B9_7F4A_7C15);
+        for (n, spread) in [(0u64, true), (1, true), (15, true), (17, false), (3_000, true), (3_000, false)] {
+            let mut fingerprints: Vec<Fingerprint> = (0..n)
+                .map(|_| {
+                    let value =
+                        if spread { u128::from(next()) << 64 | u128::from(next()) } else { u128::from(next() % 64) };
+                    Fingerprint(value)
+                })
+                .collect();
+            // Every tenth document repeats an earlier one's fingerprint.
+            for i in (10..n as usize).step_by(10) {
+                fingerprints[i] = fingerprints[i / 3];
+            }
+            let docs: Vec<SegmentDoc> = fingerprints
+                .iter()
+                .enumerate()
+                .map(|(i, &fingerprint)| SegmentDoc {
+                    id: i as u64 * 3,
+                    vector: SignatureVector::from_pairs([(i as u64 % 7, 1 + i as u32 % 5)]),
+                    band_keys: vec![1, 2],
+                    fingerprint,
+                })
+                .collect();
+            let bytes = build_segment(1, 2, docs);
+            let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
+            segment.verify().unwrap();
+            let by_ordinal = segment.fingerprints().unwrap().unwrap();
+            let probes = fingerprints.iter().copied().chain((0..200).map(|_| Fingerprint(u128::from(next()) << 64)));
+            for probe in probes.chain([Fingerprint(0), Fingerprint(u128::MAX), Fingerprint(65)]) {
+                let expected: Vec<u32> = (0..n as u32).filter(|&o| by_ordinal[o as usize] == probe).collect();
+                let found: Vec<u32> = segment.fingerprint_ordinals(probe).collect();
+                assert_eq!(found, expected, "{n} documents: {probe:?}");
+            }
+            for (i, fingerprint) in fingerprints.iter().enumerate() {
+                let ordinal = segment.ordinal_of(i as u64 * 3).unwrap().unwrap();
+                assert_eq!(by_ordinal[ordinal as usize], *fingerprint);
+            }
+        }
+    }
+
+    #[test]
+    fn verify_finds_fingerprints_out_of_order_or_repeated() {
+        let bytes = build_segment(5, 2, docs());
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let (offset, length, _) = seg.sections[SectionKind::Fingerprints as usize - 1];
+        let rechecksummed = |mut damaged: Vec<u8>| {
+            let crc = crc32fast::hash(&damaged[offset..offset + length]);
+            let entry = HEADER_LEN + (SectionKind::Fingerprints as usize - 1) * TABLE_ENTRY_LEN;
+            damaged[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+            Segment::parse(damaged, "seg").unwrap().verify().unwrap_err().to_string()
+        };
+        let mut damaged = bytes.clone();
+        damaged[offset..offset + length].rotate_left(20);
+        assert!(rechecksummed(damaged).contains("not strictly ascending"));
+        // The second entry names the first one's ordinal.
+        let mut damaged = bytes.clone();
+        damaged.copy_within(offset + 16..offset + 20, offset + 36);
+        assert!(rechecksummed(damaged).contains("repeated"));
+        let mut damaged = bytes.clone();
+        damaged[offset + 16..offset + 20].copy_from_slice(&9u32.to_le_bytes());
+        assert!(rechecksummed(damaged).contains("out of range"));
     }
 }
