@@ -519,7 +519,10 @@ fn requery_detail(searcher: &neardex::store::Searcher, queries: &[neardex::Signa
             percentiles(times)
         };
         let (full50, full99) = time(Pruning::Full, queries, 2);
-        let few = &queries[..queries.len().min(100)];
+        // REQUERY_FEW=N: the sample of the unpruned variants (default 100;
+        // a word-3-shingle index needs fewer, its lists are long).
+        let few_len = std::env::var("REQUERY_FEW").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+        let few = &queries[..queries.len().min(few_len)];
         let (window50, window99) = time(Pruning::WindowOnly, few, 1);
         let (none50, none99) = time(Pruning::None, few, 1);
         // Exactness spot check: the indexed query finds what the scan found.
