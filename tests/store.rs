@@ -483,8 +483,11 @@ fn background_maintenance_reconciles_concurrent_deletes() {
     index.wait_for_maintenance();
     assert_eq!(index.maintenance_error(), None);
     index.verify().unwrap();
+    // How many segments remain depends on how the flushes fell (a slow
+    // machine flushes larger batches, whose merges can gather everything
+    // into one segment); that some exist and little is pending does not.
     let stats = index.stats().unwrap();
-    assert!(stats.segments > 1 && stats.pending < 4, "{stats:?}");
+    assert!(stats.segments >= 1 && stats.pending < 4, "{stats:?}");
     let live = |index: &Index| {
         let mut live = Vec::new();
         index.searcher().unwrap().for_each_live(|id, v| live.push((id, v.clone()))).unwrap();
