@@ -7,7 +7,7 @@ mod common;
 
 use neardex::oracle;
 use neardex::sketch::{band_keys, MinHasher};
-use neardex::store::{Document, Index, IndexOptions, Metadata, Pruning};
+use neardex::store::{Document, Index, IndexOptions, Metadata, Pruning, WarmUp};
 use neardex::{DocumentSignature, Fingerprint, SignatureConfig, SignatureVector, Signer, Similarity, Threshold};
 use proptest::prelude::*;
 
@@ -226,6 +226,70 @@ fn real_pages_at_several_thresholds() {
     );
     assert!(full_read * 2 < none_read, "pruning should at least halve the postings read");
     assert!(skipped > 0, "the δ1 break should spare look-ups");
+}
+
+/// `Searcher::warm_up`, directories only and with the pages mapped in, on a
+/// fresh read-only open of an on-disk index (segments not yet looked up,
+/// and a delta) changes no answer: queries and the self-join equal the
+/// oracle with either warm-up, twice over, and without one.
+#[test]
+fn warm_up_changes_no_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SignatureConfig::default();
+    let options = IndexOptions { flush_threshold: 120, ..IndexOptions::default() };
+    let index = Index::create_with(dir.path(), config.clone(), options).unwrap();
+    // Documents over a small alphabet, so that lists are shared and many
+    // pairs are near-duplicates; a fixed generator keeps the test stable.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |bound: u64| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % bound
+    };
+    let mut vectors = Vec::new();
+    for n in 0..400u64 {
+        let base = next(40) * 5;
+        let pairs: Vec<(u64, u32)> =
+            (0..10 + next(3)).map(|i| (base + i * 3 + u64::from(next(8) == 0), 1 + u32::from(next(6) == 0))).collect();
+        vectors.push(SignatureVector::from_pairs(pairs));
+        if n % 50 == 49 {
+            let mut w = index.writer().unwrap();
+            for (i, v) in vectors.iter().enumerate().skip(n as usize - 49) {
+                let signature = signature_of(&config, v.clone(), i as u64);
+                w.insert(&i.to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
+            }
+            w.commit().unwrap();
+        }
+    }
+    let stats = index.stats().unwrap();
+    assert!(stats.segments >= 2 && stats.pending > 0, "{stats:?}");
+    drop(index);
+    let index = Index::open_read_only(dir.path()).unwrap();
+    let ids: Vec<u64> =
+        (0..vectors.len()).map(|i| index.searcher().unwrap().get(&i.to_string()).unwrap().unwrap().id).collect();
+    let docs: Vec<(u64, &SignatureVector)> = ids.iter().copied().zip(&vectors).collect();
+    let tau = Threshold::new(0.6).unwrap();
+    let expected_pairs = oracle::self_join(&docs, Similarity::MultisetJaccard, tau);
+    assert!(expected_pairs.len() > 50, "the corpus should have near-duplicates: {}", expected_pairs.len());
+    for warm_up in [None, Some(WarmUp::Directories), Some(WarmUp::Pages), Some(WarmUp::Directories)] {
+        let index = Index::open_read_only(dir.path()).unwrap();
+        let s = index.searcher().unwrap();
+        for _ in 0..2 {
+            if let Some(warm_up) = warm_up {
+                s.warm_up(warm_up);
+            }
+            for t in [0.3, 0.8, 1.0] {
+                let t = Threshold::new(t).unwrap();
+                for q in vectors.iter().step_by(7) {
+                    let expected = oracle::query(docs.iter().copied(), q, Similarity::MultisetJaccard, t);
+                    assert_eq!(s.query(q, t).unwrap(), expected, "{warm_up:?}");
+                }
+            }
+            let mut pairs = Vec::new();
+            s.self_join(tau, |p| pairs.push(p)).unwrap();
+            pairs.sort_unstable_by_key(|p| (p.a, p.b));
+            assert_eq!(pairs, expected_pairs, "{warm_up:?}");
+        }
+    }
 }
 
 /// Connected components of `pairs` over `ids`, the slow obvious way.

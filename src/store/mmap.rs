@@ -35,6 +35,23 @@ impl AsRef<[u8]> for SegmentBytes {
     }
 }
 
+impl SegmentBytes {
+    /// Asks the kernel to map the pages of `offset..offset + len` now
+    /// (`MADV_POPULATE_READ`, Linux 5.14 on), so that first reads do not
+    /// fault them in one at a time. Best effort: on other systems, older
+    /// kernels or an owned buffer nothing happens.
+    pub fn populate(&self, offset: usize, len: usize) {
+        #[cfg(target_os = "linux")]
+        if let SegmentBytes::Mapped(map) = self {
+            if len > 0 {
+                let _ = map.advise_range(memmap2::Advice::PopulateRead, offset, len);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
+    }
+}
+
 /// Maps a segment file read-only.
 pub fn map_segment(file: &File) -> std::io::Result<SegmentBytes> {
     if file.metadata()?.len() == 0 {

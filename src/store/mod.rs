@@ -35,7 +35,7 @@ pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION, CA
 pub use error::IndexError;
 pub use memory::{CrashMode, Fault, FaultStorage, MemStorage};
 pub use mmap::SegmentBytes;
-pub use query::{explain_vectors, Cluster, Explanation, LshRecall, Pruning, QueryStats};
+pub use query::{explain_vectors, Cluster, Explanation, LshRecall, Pruning, QueryStats, WarmUp};
 pub use segment::{SEGMENT_MAGIC, SEGMENT_VERSION};
 pub use storage::{FsStorage, Storage};
 

@@ -129,6 +129,23 @@ impl Ranks {
     }
 }
 
+/// How much [`Searcher::warm_up`] prepares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WarmUp {
+    /// Every segment's key directory (heap memory, about a byte per
+    /// distinct signature, built in one sequential pass over each key
+    /// section) and the rarity ranks: what the first queries after an open
+    /// otherwise build one segment at a time.
+    #[default]
+    Directories,
+    /// The directories, and the pages of every section an exact query
+    /// reads (documents, lengths, vectors, posting keys and lists) mapped in
+    /// ahead (`MADV_POPULATE_READ` on Linux; elsewhere as `Directories`):
+    /// resident memory grows by about the index's size less its band
+    /// tables, and the first queries run as fast as later ones.
+    Pages,
+}
+
 /// What a query touched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueryStats {
@@ -726,6 +743,43 @@ pub struct Cluster {
 const JOIN_CHUNK: usize = 512;
 
 impl Searcher {
+    /// Prepares this snapshot for queries now rather than at the first
+    /// ones, which otherwise pay for it: builds the key directory of every
+    /// segment without one (on all cores) and the rarity ranks, and with
+    /// [`WarmUp::Pages`] has the kernel map in the pages exact queries read.
+    /// A long-running process calls it after [`Index::open`](super::Index::open)
+    /// or [`Index::reload`](super::Index::reload); the self-join calls it
+    /// itself. The answers never depend on it.
+    pub fn warm_up(&self, warm_up: WarmUp) {
+        use super::segment::SectionKind as S;
+        use rayon::prelude::*;
+        const READ_BY_QUERIES: [S; 8] = [
+            S::PostingKeys,
+            S::Docs,
+            S::Lengths,
+            S::Hashes,
+            S::Freqs,
+            S::FreqEscapes,
+            S::PostingOffsets,
+            S::PostingData,
+        ];
+        let segments: Vec<_> = self.state.segments.values().collect();
+        segments.par_iter().for_each(|loaded| {
+            let segment = &loaded.segment;
+            // Pages first: building a directory reads its whole key
+            // section, faster once the pages are mapped in one call.
+            if warm_up == WarmUp::Pages {
+                segment.populate(&READ_BY_QUERIES);
+            } else if !segment.lookups_prepared() {
+                segment.populate(&[S::PostingKeys]);
+            }
+            segment.prepare_lookups();
+        });
+        if !segments.is_empty() {
+            self.state.ranks.get_or_init(|| Ranks::build(segments.iter().map(|l| &l.segment)));
+        }
+    }
+
     /// Ids of every live document, ascending.
     ///
     /// # Errors
@@ -758,6 +812,7 @@ impl Searcher {
         if self.signer.config().similarity == Similarity::Containment {
             return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
         }
+        self.warm_up(WarmUp::Directories);
         let probes = self.join_probes()?;
         for chunk in probes.chunks(JOIN_CHUNK) {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk

@@ -502,6 +502,18 @@ impl<'a> PostingList<'a> {
     }
 }
 
+/// Bytes whose pages can be asked in ahead of use.
+pub trait PopulateBytes {
+    /// Best effort; see [`super::mmap::SegmentBytes::populate`].
+    fn populate(&self, offset: usize, len: usize);
+}
+
+impl PopulateBytes for super::mmap::SegmentBytes {
+    fn populate(&self, offset: usize, len: usize) {
+        super::mmap::SegmentBytes::populate(self, offset, len);
+    }
+}
+
 /// A parsed segment over its bytes.
 #[derive(Debug)]
 pub struct Segment<B: AsRef<[u8]>> {
@@ -1029,6 +1041,23 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// memory).
     pub fn prepare_lookups(&self) {
         self.directory.get_or_init(|| KeyDirectory::build(self.section(SectionKind::PostingKeys)));
+    }
+
+    /// Whether the posting-key directory is built.
+    pub fn lookups_prepared(&self) -> bool {
+        self.directory.get().is_some()
+    }
+
+    /// Asks the kernel to map in the pages of these sections now (see
+    /// [`super::mmap::SegmentBytes::populate`]).
+    pub fn populate(&self, kinds: &[SectionKind])
+    where
+        B: PopulateBytes,
+    {
+        for &kind in kinds {
+            let (offset, length, _) = self.sections[kind as usize - 1];
+            self.bytes.populate(offset, length);
+        }
     }
 
     /// The position of `hash` among the posting keys, through the

@@ -411,6 +411,11 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             if queries.is_empty() {
                 return Err("nothing to query: give files, - for standard input, or --key KEY".into());
             }
+            if queries.len() > 1 && !lsh {
+                // Every segment's key directory at once, on all cores,
+                // rather than one at a time inside the first query.
+                searcher.warm_up(neardex::store::WarmUp::Directories);
+            }
             for (name, signature) in queries {
                 let mut matches = match (lsh, top) {
                     (true, _) => searcher.query_lsh(&signature, tau),
