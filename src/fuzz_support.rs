@@ -47,6 +47,9 @@ pub fn segment_open(data: &[u8]) {
     for key in [0, 1, 5, 9, u64::MAX].into_iter().chain(frequent) {
         let _ = segment.postings(key);
         let _ = segment.band_bucket(key);
+        if let Ok(Some(list)) = segment.band_list(key) {
+            let _ = list.iter_in(0..segment.doc_count()).take(10_000).count();
+        }
         if let Ok(Some(list)) = segment.posting_list(key) {
             let _ = list.len();
             let _ = list.contains(3);

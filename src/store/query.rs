@@ -138,11 +138,13 @@ pub enum WarmUp {
     /// otherwise build one segment at a time.
     #[default]
     Directories,
-    /// The directories, and the pages of every section an exact query
-    /// reads (documents, lengths, vectors, posting keys and lists) mapped in
-    /// ahead (`MADV_POPULATE_READ` on Linux; elsewhere as `Directories`):
-    /// resident memory grows by about the index's size less its band
-    /// tables, and the first queries run as fast as later ones.
+    /// The directories (the band keys' too, for [`Searcher::query_lsh`]),
+    /// and the pages of every section a query reads (documents, lengths,
+    /// vectors, posting keys and lists, band keys and buckets) mapped in
+    /// ahead (`MADV_POPULATE_READ` on Linux; elsewhere only the
+    /// directories): resident memory grows by about the index's size less
+    /// its id and fingerprint tables, and the first queries run as fast as
+    /// later ones.
     Pages,
 }
 
@@ -642,20 +644,25 @@ impl Searcher {
     pub fn query_lsh(&self, query: &DocumentSignature, tau: Threshold) -> Result<Vec<Match>, IndexError> {
         let measure = self.signer.config().similarity;
         let mut out = Vec::new();
+        let mut candidates = Vec::new();
         for loaded in self.state.segments.values() {
             let segment = &loaded.segment;
-            let mut candidates = RoaringBitmap::new();
+            // The buckets are read in place and their ordinals gathered,
+            // then each candidate is verified once, in place.
+            candidates.clear();
             for &key in &query.band_keys {
-                if let Some(bucket) = segment.band_bucket(key)? {
-                    candidates |= bucket;
+                if let Some(bucket) = segment.band_list(key)? {
+                    candidates.extend(bucket.iter_in(0..segment.doc_count()));
                 }
             }
-            for ordinal in candidates {
+            candidates.sort_unstable();
+            candidates.dedup();
+            for &ordinal in &candidates {
                 let id = segment.entry(ordinal)?.id;
                 if self.state.deleted.contains(&id) {
                     continue;
                 }
-                let overlap = measure.overlap(&query.vector, &segment.vector(ordinal)?);
+                let overlap = segment.overlap(ordinal, &query.vector, measure)?;
                 if overlap.meets(tau) {
                     out.push(Match { id, overlap });
                 }
@@ -746,15 +753,16 @@ impl Searcher {
     /// Prepares this snapshot for queries now rather than at the first
     /// ones, which otherwise pay for it: builds the key directory of every
     /// segment without one (on all cores) and the rarity ranks, and with
-    /// [`WarmUp::Pages`] has the kernel map in the pages exact queries read.
+    /// [`WarmUp::Pages`] has the kernel map in the pages queries read.
     /// A long-running process calls it after [`Index::open`](super::Index::open)
     /// or [`Index::reload`](super::Index::reload); the self-join calls it
     /// itself. The answers never depend on it.
     pub fn warm_up(&self, warm_up: WarmUp) {
         use super::segment::SectionKind as S;
         use rayon::prelude::*;
-        const READ_BY_QUERIES: [S; 8] = [
+        const READ_BY_QUERIES: [S; 11] = [
             S::PostingKeys,
+            S::BandKeys,
             S::Docs,
             S::Lengths,
             S::Hashes,
@@ -762,6 +770,8 @@ impl Searcher {
             S::FreqEscapes,
             S::PostingOffsets,
             S::PostingData,
+            S::BandOffsets,
+            S::BandData,
         ];
         let segments: Vec<_> = self.state.segments.values().collect();
         segments.par_iter().for_each(|loaded| {
@@ -770,6 +780,7 @@ impl Searcher {
             // section, faster once the pages are mapped in one call.
             if warm_up == WarmUp::Pages {
                 segment.populate(&READ_BY_QUERIES);
+                segment.prepare_band_lookups();
             } else if !segment.lookups_prepared() {
                 segment.populate(&[S::PostingKeys]);
             }

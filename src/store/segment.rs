@@ -528,6 +528,8 @@ pub struct Segment<B: AsRef<[u8]>> {
     sections: [(usize, usize, u32); 15],
     /// Built by the first posting-key look-up.
     directory: std::sync::OnceLock<KeyDirectory>,
+    /// Built by the first band-key look-up (the LSH query's).
+    band_directory: std::sync::OnceLock<KeyDirectory>,
 }
 
 /// An in-memory radix directory over the posting keys: for each value of a
@@ -686,6 +688,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
             narrow,
             sections,
             directory: std::sync::OnceLock::new(),
+            band_directory: std::sync::OnceLock::new(),
         };
         segment.check_shapes()?;
         Ok(segment)
@@ -1026,12 +1029,16 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// malformed.
     pub fn posting_list(&self, hash: u64) -> Result<Option<PostingList<'_>>, IndexError> {
         let Some(i) = self.find_posting_key(hash) else { return Ok(None) };
-        let (offsets, data) = (SectionKind::PostingOffsets, SectionKind::PostingData);
+        self.list_in_place(SectionKind::PostingOffsets, SectionKind::PostingData, i).map(Some)
+    }
+
+    /// List `i` of a bitmap table, read in place.
+    fn list_in_place(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<PostingList<'_>, IndexError> {
         match self.list_at(offsets, data, i)? {
-            ListBytes::Inline(ordinal) => Ok(Some(PostingList::Single(ordinal))),
+            ListBytes::Inline(ordinal) => Ok(PostingList::Single(ordinal)),
             ListBytes::Serialized { at, bytes } => {
                 let view = RoaringView::parse(bytes).map_err(|reason| self.corrupted(data, at, reason))?;
-                Ok(Some(PostingList::Bitmap(view)))
+                Ok(PostingList::Bitmap(view))
             }
         }
     }
@@ -1041,6 +1048,12 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// memory).
     pub fn prepare_lookups(&self) {
         self.directory.get_or_init(|| KeyDirectory::build(self.section(SectionKind::PostingKeys)));
+    }
+
+    /// Builds the band-key directory now rather than at the first LSH
+    /// look-up.
+    pub fn prepare_band_lookups(&self) {
+        self.band_directory.get_or_init(|| KeyDirectory::build(self.section(SectionKind::BandKeys)));
     }
 
     /// Whether the posting-key directory is built.
@@ -1063,13 +1076,24 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// The position of `hash` among the posting keys, through the
     /// directory.
     fn find_posting_key(&self, hash: u64) -> Option<usize> {
-        let keys = self.section(SectionKind::PostingKeys);
-        let directory = self.directory.get_or_init(|| KeyDirectory::build(keys));
-        let Some(range) = directory.range(hash) else {
-            return self.find_key(SectionKind::PostingKeys, hash);
+        self.find_through(&self.directory, SectionKind::PostingKeys, hash)
+    }
+
+    /// The position of `key` in a key section, through its directory
+    /// (built now if it is not yet).
+    fn find_through(
+        &self,
+        directory: &std::sync::OnceLock<KeyDirectory>,
+        kind: SectionKind,
+        key: u64,
+    ) -> Option<usize> {
+        let keys = self.section(kind);
+        let directory = directory.get_or_init(|| KeyDirectory::build(keys));
+        let Some(range) = directory.range(key) else {
+            return self.find_key(kind, key);
         };
         let bucket = keys.get(range.start * 8..range.end * 8)?;
-        bucket.chunks_exact(8).position(|k| le_u64(k, 0) == hash).map(|i| range.start + i)
+        bucket.chunks_exact(8).position(|k| le_u64(k, 0) == key).map(|i| range.start + i)
     }
 
     /// The position of `key` in a sorted key section. Keys are hash values,
@@ -1113,6 +1137,18 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// [`IndexError::Corrupted`] when the stored bitmap does not decode.
     pub fn band_bucket(&self, key: u64) -> Result<Option<RoaringBitmap>, IndexError> {
         self.lookup(SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData, key)
+    }
+
+    /// [`Segment::band_bucket`] read in place and found through a key
+    /// directory of its own (built at the first call), as
+    /// [`Segment::posting_list`] reads a posting list: the LSH query's path.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the stored bitmap's headers are
+    /// malformed.
+    pub fn band_list(&self, key: u64) -> Result<Option<PostingList<'_>>, IndexError> {
+        let Some(i) = self.find_through(&self.band_directory, SectionKind::BandKeys, key) else { return Ok(None) };
+        self.list_in_place(SectionKind::BandOffsets, SectionKind::BandData, i).map(Some)
     }
 
     fn lookup(
@@ -1384,6 +1420,9 @@ mod tests {
         assert_eq!(seg.postings(6).unwrap(), None);
         assert_eq!(seg.band_bucket(2).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3]);
         assert_eq!(seg.band_bucket(7).unwrap().unwrap().iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(seg.band_list(2).unwrap().unwrap().iter_in(0..4).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(seg.band_list(7).unwrap(), Some(PostingList::Single(1)));
+        assert_eq!(seg.band_list(8).unwrap(), None);
         assert_eq!(seg.length_range(1, 3), 1..4);
         assert_eq!(seg.length_range(2, 2), 2..2);
         assert_eq!(seg.length_range(3, 100), 2..4);
@@ -1431,6 +1470,8 @@ mod tests {
             assert_eq!(seg.postings(9).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3, last]);
             assert_eq!(seg.posting_list(11).unwrap(), Some(PostingList::Single(last)));
             assert_eq!(seg.band_bucket(2).unwrap().unwrap().iter().collect::<Vec<_>>(), [2, 3, last]);
+            let list = seg.band_list(2).unwrap().unwrap();
+            assert_eq!(list.iter_in(0..seg.doc_count()).collect::<Vec<_>>(), [2, 3, last]);
         }
     }
 
@@ -1617,6 +1658,23 @@ mod tests {
             for probe in (0..2_000).map(|_| next()).chain([0, u64::MAX]) {
                 let found = segment.find_posting_key(probe);
                 assert_eq!(found, segment.find_key(SectionKind::PostingKeys, probe), "{n} keys: {probe:x}");
+            }
+            // The band keys' directory, over one document's band keys.
+            let band_keys: Vec<u64> = (0..n).map(|_| next()).collect();
+            let docs = vec![SegmentDoc {
+                id: 1,
+                vector: SignatureVector::from_pairs([(1, 1)]),
+                band_keys: band_keys.clone(),
+                fingerprint: fp(1),
+            }];
+            let bytes = build_segment(1, n as u32, docs);
+            let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
+            for &key in &band_keys {
+                assert_eq!(segment.band_list(key).unwrap(), Some(PostingList::Single(0)), "{n} keys: {key:x}");
+            }
+            for probe in (0..2_000).map(|_| next()).chain([0, u64::MAX]) {
+                let found = segment.find_through(&segment.band_directory, SectionKind::BandKeys, probe);
+                assert_eq!(found, segment.find_key(SectionKind::BandKeys, probe), "{n} keys: {probe:x}");
             }
         }
     }

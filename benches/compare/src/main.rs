@@ -370,6 +370,9 @@ fn requery(dir: &Path, scheme: Scheme) {
     if std::env::var_os("REQUERY_DETAIL").is_some() {
         requery_detail(&searcher, &queries, scheme);
     }
+    if std::env::var_os("REQUERY_LSH").is_some() {
+        requery_lsh(&searcher, &queries, tau);
+    }
     let skip_join = std::env::var_os("NO_JOIN").is_some();
     let start = Instant::now();
     let mut pairs = Vec::new();
@@ -385,6 +388,25 @@ fn requery(dir: &Path, scheme: Scheme) {
         pairs.len(),
         peak_rss()
     );
+}
+
+/// REQUERY_LSH=1: the LSH query path on the same sample (band keys
+/// recomputed from the stored vectors), three passes after the exact ones;
+/// prints the p50 and p99 of each and the matches found.
+fn requery_lsh(searcher: &neardex::store::Searcher, queries: &[neardex::SignatureVector], tau: Threshold) {
+    let signatures: Vec<DocumentSignature> =
+        queries.iter().map(|v| searcher.signer().sign_vector(v.clone(), neardex::Fingerprint(0))).collect();
+    for pass in 0..3 {
+        let mut times = Vec::new();
+        let mut found = 0;
+        for q in &signatures {
+            let t = Instant::now();
+            found += searcher.query_lsh(q, tau).unwrap().len();
+            times.push(t.elapsed().as_secs_f64());
+        }
+        let (p50, p99) = percentiles(times);
+        eprintln!("lsh pass {pass}: p50 {p50:.1} µs, p99 {p99:.1} µs, {found} matches");
+    }
 }
 
 /// The sample pages (of `n`) signed as queries, each with its document id
