@@ -530,3 +530,66 @@ fn an_index_with_a_frequency_filter_keeps_it_across_reopen_and_stores_filtered_v
     // The same index refuses the configuration without the filter.
     assert!(Index::open_expecting(dir.path(), &SignatureConfig::default()).is_err());
 }
+
+/// `compact_catalog` gives back the space pending documents took in the
+/// catalog file (redb keeps its high-water mark), but not while a reader
+/// holds a snapshot (compaction needs the file to itself); `optimize`
+/// compacts too; a read-only index refuses. Either way the index verifies,
+/// reopens and answers the same.
+#[test]
+fn compact_catalog_gives_back_the_space_of_flushed_documents() {
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    // Long documents, so that 3,000 pending ones make a catalog of tens of MB.
+    let words: Vec<String> = (0..4_000).map(|i| format!("w{i}")).collect();
+    let text = |n: usize| {
+        let mut s = String::from("the ");
+        for i in 0..600 {
+            s.push_str(&words[(n * 7 + i * 13 + i * i) % words.len()]);
+            s.push_str(if i % 3 == 0 { " is " } else { " a " });
+        }
+        s
+    };
+    let signatures: Vec<_> = (0..3_000).map(|n| signer.sign_text(&text(n))).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let catalog_len = || std::fs::metadata(dir.path().join(neardex::store::CATALOG_FILE)).unwrap().len();
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(2_500)).unwrap();
+    for chunk in (0..signatures.len()).collect::<Vec<_>>().chunks(500) {
+        let mut w = index.writer().unwrap();
+        for &n in chunk {
+            w.insert(&n.to_string(), Document::Signatures(&signatures[n]), Metadata::default()).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.documents, stats.segments, stats.pending), (3_000, 1, 500), "{stats:?}");
+    let answers = |s: &Searcher| -> Vec<Vec<oracle::Match>> {
+        signatures.iter().step_by(97).map(|q| s.query(&q.vector, Threshold::new(0.5).unwrap()).unwrap()).collect()
+    };
+    let before = answers(&index.searcher().unwrap());
+    assert!(before.iter().all(|m| !m.is_empty()), "each document finds itself");
+    let high = catalog_len();
+    assert!(high > 16 << 20, "the pending documents made the catalog large: {high} bytes");
+    let reader = index.searcher().unwrap();
+    assert!(!index.compact_catalog().unwrap(), "not while a snapshot is held");
+    assert_eq!(catalog_len(), high);
+    drop(reader);
+    assert!(index.compact_catalog().unwrap());
+    let compacted = catalog_len();
+    eprintln!("catalog bytes: {high} before compaction, {compacted} after");
+    assert!(compacted * 2 < high, "compaction gave the space back: {compacted} against {high} bytes");
+    index.verify().unwrap();
+    assert_eq!(answers(&index.searcher().unwrap()), before);
+    drop(index);
+    let read_only = Index::open_read_only(dir.path()).unwrap();
+    assert!(matches!(read_only.compact_catalog(), Err(IndexError::ReadOnly)));
+    assert_eq!(answers(&read_only.searcher().unwrap()), before);
+    drop(read_only);
+    let index = Index::open(dir.path()).unwrap();
+    index.verify().unwrap();
+    assert_eq!(answers(&index.searcher().unwrap()), before);
+    // optimize flushes the 500 pending documents and compacts.
+    index.optimize().unwrap();
+    assert_eq!(index.stats().unwrap().pending, 0);
+    assert!(catalog_len() <= compacted, "{} after optimize", catalog_len());
+    assert_eq!(answers(&index.searcher().unwrap()), before);
+}

@@ -60,8 +60,9 @@ impl Index {
     }
 
     /// Merges every segment into one, dropping deleted documents (after
-    /// flushing pending documents). Readers keep their snapshots; the
-    /// writer waits.
+    /// flushing pending documents), then compacts the catalog file as
+    /// [`Index::compact_catalog`] does, if no reader has a transaction open.
+    /// Readers keep their snapshots; the writer waits.
     ///
     /// # Errors
     /// [`IndexError::ReadOnly`], I/O, catalog and corruption errors.
@@ -74,7 +75,31 @@ impl Index {
             let ids: Vec<u64> = state.segments.keys().copied().collect();
             self.inner.merge(&ids, WriterLock::Held)?;
         }
+        drop(state);
+        self.inner.catalog.compact()?;
         Ok(())
+    }
+
+    /// Gives the catalog file's free space back (redb's compaction: live
+    /// pages move to the front, the file is truncated) and says whether it
+    /// could. Pending documents live in the catalog until a flush drops
+    /// them, and redb never shrinks its file by itself: it keeps the size
+    /// of the most pending documents it ever held, copied on write. During
+    /// an ingest that space is reused, so this is for an index at rest
+    /// (`optimize` runs it too). redb compacts only when no transaction of
+    /// any process is open on the catalog: while a searcher (or a reader
+    /// in another process) holds one, it returns `Ok(false)`. The writer
+    /// and the maintenance thread wait meanwhile.
+    ///
+    /// # Errors
+    /// [`IndexError::ReadOnly`], I/O and catalog errors.
+    pub fn compact_catalog(&self) -> Result<bool, IndexError> {
+        if self.inner.catalog.is_read_only() {
+            return Err(IndexError::ReadOnly);
+        }
+        let _jobs = lock(&self.inner.maintenance_lock);
+        let _writer = lock(&self.inner.writer_lock);
+        self.inner.catalog.compact()
     }
 
     /// Waits until the background thread has no job running or requested

@@ -173,14 +173,21 @@ struct State {
 }
 
 enum Catalog {
-    Writable(redb::Database),
+    /// Behind a lock only so that a compaction can have the database to
+    /// itself (`redb::Database::compact` takes `&mut`); transactions take
+    /// the shared side just to begin.
+    Writable(RwLock<redb::Database>),
     ReadOnly(redb::ReadOnlyDatabase),
 }
 
 impl Catalog {
+    fn writable(db: redb::Database) -> Catalog {
+        Catalog::Writable(RwLock::new(db))
+    }
+
     fn begin_read(&self) -> Result<redb::ReadTransaction, IndexError> {
         let txn = match self {
-            Catalog::Writable(db) => db.begin_read(),
+            Catalog::Writable(db) => db.read().unwrap_or_else(|p| p.into_inner()).begin_read(),
             Catalog::ReadOnly(db) => db.begin_read(),
         };
         txn.map_err(|e| IndexError::catalog("beginning a read")(e.into()))
@@ -188,8 +195,34 @@ impl Catalog {
 
     fn begin_write(&self) -> Result<redb::WriteTransaction, IndexError> {
         match self {
-            Catalog::Writable(db) => db.begin_write().map_err(|e| IndexError::catalog("beginning a write")(e.into())),
+            Catalog::Writable(db) => db
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .begin_write()
+                .map_err(|e| IndexError::catalog("beginning a write")(e.into())),
             Catalog::ReadOnly(_) => Err(IndexError::ReadOnly),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        matches!(self, Catalog::ReadOnly(_))
+    }
+
+    /// redb's compaction: moves the live pages to the front of the file and
+    /// gives the rest back. Only when no transaction of this or another
+    /// process is open (then it does nothing and says so: `Ok(false)`,
+    /// like a read-only catalog).
+    fn compact(&self) -> Result<bool, IndexError> {
+        let Catalog::Writable(db) = self else { return Ok(false) };
+        let mut db = db.write().unwrap_or_else(|p| p.into_inner());
+        match db.compact() {
+            Ok(compacted) => Ok(compacted),
+            Err(
+                redb::CompactionError::TransactionInProgress
+                | redb::CompactionError::PersistentSavepointExists
+                | redb::CompactionError::EphemeralSavepointExists,
+            ) => Ok(false),
+            Err(e) => Err(IndexError::catalog("compacting")(e.into())),
         }
     }
 }
@@ -327,7 +360,7 @@ impl Index {
         sync_dir(&*storage)?;
         Index::start(Inner {
             storage,
-            catalog: Catalog::Writable(db),
+            catalog: Catalog::writable(db),
             signer: Arc::new(signer),
             options,
             state: RwLock::new(Arc::new(State::default())),
@@ -375,7 +408,7 @@ impl Index {
         Self::check_is_index(&*storage)?;
         let lock = storage.lock()?;
         let db = storage.open_catalog(CATALOG_FILE, false).map_err(|e| Self::open_error(&*storage, e))?;
-        let inner = Self::finish_open(storage, Catalog::Writable(db), options, Some(lock))?;
+        let inner = Self::finish_open(storage, Catalog::writable(db), options, Some(lock))?;
         inner.remove_unlisted_files()?;
         Index::start(inner)
     }
@@ -456,7 +489,7 @@ impl Index {
         drop((meta, txn));
         if format < CATALOG_VERSION {
             if let Catalog::Writable(db) = &catalog {
-                upgrade_catalog(db)?;
+                upgrade_catalog(&db.read().unwrap_or_else(|p| p.into_inner()))?;
             }
         }
         let state = load_latest(&catalog, &*storage, &State::default())?;
