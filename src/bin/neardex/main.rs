@@ -201,7 +201,7 @@ enum Command {
         #[command(flatten)]
         output: OutputArgs,
     },
-    /// Merge all segments into one, dropping deleted documents.
+    /// Merge all segments into one, dropping deleted documents, and compact the catalog file.
     Optimize {
         /// The index directory.
         index: PathBuf,
