@@ -502,18 +502,6 @@ impl<'a> PostingList<'a> {
     }
 }
 
-/// Bytes whose pages can be asked in ahead of use.
-pub trait PopulateBytes {
-    /// Best effort; see [`super::mmap::SegmentBytes::populate`].
-    fn populate(&self, offset: usize, len: usize);
-}
-
-impl PopulateBytes for super::mmap::SegmentBytes {
-    fn populate(&self, offset: usize, len: usize) {
-        super::mmap::SegmentBytes::populate(self, offset, len);
-    }
-}
-
 /// A parsed segment over its bytes.
 #[derive(Debug)]
 pub struct Segment<B: AsRef<[u8]>> {
@@ -532,7 +520,8 @@ pub struct Segment<B: AsRef<[u8]>> {
     band_directory: std::sync::OnceLock<KeyDirectory>,
 }
 
-/// An in-memory radix directory over the posting keys: for each value of a
+/// An in-memory radix directory over a key section (the posting keys; the
+/// band keys have one too, for the LSH query): for each value of a
 /// hash's top bits, the index of the first key having them. Keys are hash
 /// values spread evenly over `u64`, so with about eight keys a bucket a
 /// look-up reads one directory entry and one or two cache lines of keys,
@@ -598,6 +587,17 @@ impl KeyDirectory {
             return Some(start as usize..start as usize);
         }
         Some(start as usize..self.entries.get(b + 1)?[0] as usize)
+    }
+}
+
+impl Segment<super::mmap::SegmentBytes> {
+    /// Asks the kernel to map in the pages of these sections now (see
+    /// [`super::mmap::SegmentBytes::populate`]).
+    pub fn populate(&self, kinds: &[SectionKind]) {
+        for &kind in kinds {
+            let (offset, length, _) = self.sections[kind as usize - 1];
+            self.bytes.populate(offset, length);
+        }
     }
 }
 
@@ -1059,18 +1059,6 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// Whether the posting-key directory is built.
     pub fn lookups_prepared(&self) -> bool {
         self.directory.get().is_some()
-    }
-
-    /// Asks the kernel to map in the pages of these sections now (see
-    /// [`super::mmap::SegmentBytes::populate`]).
-    pub fn populate(&self, kinds: &[SectionKind])
-    where
-        B: PopulateBytes,
-    {
-        for &kind in kinds {
-            let (offset, length, _) = self.sections[kind as usize - 1];
-            self.bytes.populate(offset, length);
-        }
     }
 
     /// The position of `hash` among the posting keys, through the
