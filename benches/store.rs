@@ -118,6 +118,34 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) this process has used so far, all threads.
+fn cpu_seconds() -> f64 {
+    cpu_seconds_of("/proc/self/stat")
+}
+
+/// CPU seconds used by the calling thread, and by the process's threads
+/// named `neardex-mainten…` (the index's maintenance thread).
+fn thread_cpu_seconds() -> (f64, f64) {
+    let mut maintenance = 0.0;
+    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("neardex-mainten") {
+            maintenance += cpu_seconds_of(task.path().join("stat"));
+        }
+    }
+    (cpu_seconds_of("/proc/thread-self/stat"), maintenance)
+}
+
+/// utime + stime of a `/proc/…/stat` file, in seconds.
+fn cpu_seconds_of(path: impl AsRef<std::path::Path>) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    // The fields after the command name (which may hold spaces): utime and
+    // stime are the 12th and 13th, in clock ticks (100 a second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: Vec<f64> = rest.split_whitespace().skip(11).take(2).filter_map(|t| t.parse().ok()).collect();
+    ticks.iter().sum::<f64>() / 100.0
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -171,10 +199,13 @@ fn ingest(
     let options = IndexOptions { background_maintenance: background, ..IndexOptions::default() };
     let index = Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap();
     let start = Instant::now();
+    let cpu_start = cpu_seconds();
+    let writer_start = thread_cpu_seconds().0;
     let mut batch: Vec<(String, DocumentSignature)> = Vec::with_capacity(BATCH);
     let (mut logical, mut key_bytes) = (0u64, 0u64);
     let mut commit_secs = 0.0;
     let mut flush_secs = 0.0;
+    let mut commit_times: Vec<f64> = Vec::new();
     let mut commit = |batch: &mut Vec<(String, DocumentSignature)>| {
         let mut w = index.writer().unwrap();
         if background {
@@ -190,6 +221,7 @@ fn ingest(
         let pending = w.commit().unwrap();
         let spent = committing.elapsed().as_secs_f64();
         commit_secs += spent;
+        commit_times.push(spent);
         if pending == 0 {
             flush_secs += spent;
         }
@@ -209,7 +241,11 @@ fn ingest(
     // The ingest ends when every flush and merge has.
     index.wait_for_maintenance();
     assert_eq!(index.maintenance_error(), None);
-    let ingest = n as f64 / start.elapsed().as_secs_f64();
+    let wall = start.elapsed().as_secs_f64();
+    let ingest = n as f64 / wall;
+    let cpu = cpu_seconds() - cpu_start;
+    let (writer_cpu, maintenance_cpu) = thread_cpu_seconds();
+    let writer_cpu = writer_cpu - writer_start;
     let stats = index.stats().unwrap();
     let mode = if background { "background maintenance, insert_batch" } else { "inline maintenance, insert" };
     println!(
@@ -221,10 +257,21 @@ fn ingest(
     );
     let catalog = std::fs::metadata(dir.path().join("catalog.redb")).map(|m| m.len()).unwrap_or(0);
     println!(
-        "  of which in commit(): {commit_secs:.1} s ({flush_secs:.1} s in commits that flushed inline) of {:.1} s; \
-         catalog {catalog} bytes, segments {} bytes",
-        n as f64 / ingest,
+        "  of which in commit(): {commit_secs:.1} s ({flush_secs:.1} s in commits that flushed inline) of {wall:.1} s; \
+         CPU {cpu:.1} s ({:.0}% of 2 cores: writer thread {writer_cpu:.1} s, maintenance thread \
+         {maintenance_cpu:.1} s); catalog {catalog} bytes, segments {} bytes",
+        cpu / wall * 50.0,
         stats.bytes_on_disk - catalog
+    );
+    commit_times.sort_by(f64::total_cmp);
+    let at = |q: f64| commit_times[((commit_times.len() - 1) as f64 * q) as usize] * 1e3;
+    println!(
+        "  commit() times: p50 {:.1} ms, p99 {:.1} ms, max {:.0} ms; {} of {} over 100 ms",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        commit_times.iter().filter(|&&t| t > 0.1).count(),
+        commit_times.len()
     );
     let base = logical + key_bytes;
     println!(
@@ -262,14 +309,22 @@ fn main() {
     let signer = Signer::new(SignatureConfig::default()).unwrap();
 
     let start = Instant::now();
+    let cpu_start = cpu_seconds();
     let mut signatures = 0u64;
     produce(&corpus, &signer, n, |_, s| signatures += s.vector.total());
-    let baseline = n as f64 / start.elapsed().as_secs_f64();
-    println!("baseline: generate + sign {n} pages on 2 threads: {baseline:.0} docs/s");
+    let wall = start.elapsed().as_secs_f64();
+    let baseline = n as f64 / wall;
+    println!(
+        "baseline: generate + sign {n} pages on 2 threads: {baseline:.0} docs/s (CPU {:.0}% of 2 cores)",
+        (cpu_seconds() - cpu_start) / wall * 50.0
+    );
 
     // Inline maintenance and one insert call a document (the defaults),
     // then background maintenance with one insert_batch call a commit.
-    drop(ingest(&corpus, &signer, n, false, baseline));
+    // NEARDEX_BENCH_RUNS=background skips the first (for profiling).
+    if std::env::var("NEARDEX_BENCH_RUNS").map_or(true, |runs| runs.contains("inline")) {
+        drop(ingest(&corpus, &signer, n, false, baseline));
+    }
     let (_, dir, index) = ingest(&corpus, &signer, n, true, baseline);
     drop(index);
     let child = std::process::Command::new(std::env::current_exe().unwrap())
