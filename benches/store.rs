@@ -123,17 +123,32 @@ fn cpu_seconds() -> f64 {
     cpu_seconds_of("/proc/self/stat")
 }
 
-/// CPU seconds used by the calling thread, and by the process's threads
-/// named `neardex-mainten…` (the index's maintenance thread).
-fn thread_cpu_seconds() -> (f64, f64) {
-    let mut maintenance = 0.0;
+/// CPU seconds used by the calling thread, by the process's threads named
+/// `neardex-mainten…` (the index's flush thread) and by those named
+/// `neardex-merges` (its merge thread; the merge's second core is a rayon
+/// thread, not counted).
+fn thread_cpu_seconds() -> (f64, f64, f64) {
+    let (mut flushes, mut merges) = (0.0, 0.0);
     for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
         if comm.starts_with("neardex-mainten") {
-            maintenance += cpu_seconds_of(task.path().join("stat"));
+            flushes += cpu_seconds_of(task.path().join("stat"));
+        } else if comm.starts_with("neardex-merges") {
+            merges += cpu_seconds_of(task.path().join("stat"));
         }
     }
-    (cpu_seconds_of("/proc/thread-self/stat"), maintenance)
+    (cpu_seconds_of("/proc/thread-self/stat"), flushes, merges)
+}
+
+/// The process's peak resident memory (VmHWM), in MiB.
+fn peak_rss_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+        / 1024
 }
 
 /// utime + stime of a `/proc/…/stat` file, in seconds.
@@ -244,7 +259,7 @@ fn ingest(
     let wall = start.elapsed().as_secs_f64();
     let ingest = n as f64 / wall;
     let cpu = cpu_seconds() - cpu_start;
-    let (writer_cpu, maintenance_cpu) = thread_cpu_seconds();
+    let (writer_cpu, flush_cpu, merge_cpu) = thread_cpu_seconds();
     let writer_cpu = writer_cpu - writer_start;
     let stats = index.stats().unwrap();
     let mode = if background { "background maintenance, insert_batch" } else { "inline maintenance, insert" };
@@ -258,10 +273,12 @@ fn ingest(
     let catalog = std::fs::metadata(dir.path().join("catalog.redb")).map(|m| m.len()).unwrap_or(0);
     println!(
         "  of which in commit(): {commit_secs:.1} s ({flush_secs:.1} s in commits that flushed inline) of {wall:.1} s; \
-         CPU {cpu:.1} s ({:.0}% of 2 cores: writer thread {writer_cpu:.1} s, maintenance thread \
-         {maintenance_cpu:.1} s); catalog {catalog} bytes, segments {} bytes",
+         CPU {cpu:.1} s ({:.0}% of 2 cores: writer thread {writer_cpu:.1} s, background flush thread \
+         {flush_cpu:.1} s, merge thread {merge_cpu:.1} s); catalog {catalog} bytes, segments {} bytes; \
+         peak RSS of the process so far {} MiB",
         cpu / wall * 50.0,
-        stats.bytes_on_disk - catalog
+        stats.bytes_on_disk - catalog,
+        peak_rss_mib()
     );
     commit_times.sort_by(f64::total_cmp);
     let at = |q: f64| commit_times[((commit_times.len() - 1) as f64 * q) as usize] * 1e3;

@@ -21,7 +21,7 @@
 //! writer lock; a commit running a job inline holds the writer lock, which
 //! excludes both (there is no background thread then).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -30,10 +30,10 @@ use rayon::prelude::*;
 use super::catalog::{DocRecord, SegmentRecord, DELETED, DOCS, MANIFEST, META, PENDING};
 use super::delta::DeltaIndex;
 use super::mmap::SegmentBytes;
-use super::segment::{build_segment_file, Segment, SegmentDoc, SegmentFile};
+use super::segment::{build_segment_file, merge_segments, merges_in_place, Segment, SegmentDoc, SegmentFile};
 use super::{
-    lock, open_written_segment, redb_err, segment_file_name, sync_dir, Index, IndexError, Inner, State, CATALOG_FILE,
-    MERGE_FACTOR,
+    lock, open_written_segment, redb_err, segment_file_name, sync_dir, Index, IndexError, Inner, LoadedSegment, State,
+    CATALOG_FILE, MERGE_FACTOR,
 };
 use crate::hash::Fingerprint;
 
@@ -54,6 +54,7 @@ impl Index {
     /// # Errors
     /// [`IndexError::ReadOnly`], I/O and catalog errors.
     pub fn flush(&self) -> Result<(), IndexError> {
+        let _merges = lock(&self.inner.merge_lock);
         let _jobs = lock(&self.inner.maintenance_lock);
         let _writer = lock(&self.inner.writer_lock);
         self.inner.flush_and_merge(WriterLock::Held)
@@ -67,6 +68,7 @@ impl Index {
     /// # Errors
     /// [`IndexError::ReadOnly`], I/O, catalog and corruption errors.
     pub fn optimize(&self) -> Result<(), IndexError> {
+        let _merges = lock(&self.inner.merge_lock);
         let _jobs = lock(&self.inner.maintenance_lock);
         let _writer = lock(&self.inner.writer_lock);
         self.inner.flush_and_merge(WriterLock::Held)?;
@@ -97,14 +99,15 @@ impl Index {
         if self.inner.catalog.is_read_only() {
             return Err(IndexError::ReadOnly);
         }
+        let _merges = lock(&self.inner.merge_lock);
         let _jobs = lock(&self.inner.maintenance_lock);
         let _writer = lock(&self.inner.writer_lock);
         self.inner.catalog.compact()
     }
 
-    /// Waits until the background thread has no job running or requested
-    /// (returns at once without background maintenance). Its outcome is in
-    /// [`Index::maintenance_error`].
+    /// Waits until the background threads have no job running or
+    /// requested (returns at once without background maintenance). Their
+    /// outcome is in [`Index::maintenance_error`].
     pub fn wait_for_maintenance(&self) {
         if let Some(worker) = &self.worker {
             worker.wait_idle();
@@ -130,13 +133,22 @@ impl Inner {
         self.merge_by_policy(writer)
     }
 
-    /// The background thread's job: flushes while the pending documents
-    /// reach the threshold (more arrive during a flush), then merges.
-    fn background_job(&self) -> Result<(), IndexError> {
+    /// The background flush thread's job: flushes while the pending
+    /// documents reach the threshold (more arrive during a flush). Merges
+    /// are the other thread's: a long merge does not hold flushes up, so a
+    /// writer stalls on twice the threshold pending only when flushing
+    /// itself falls behind.
+    fn background_flushes(&self) -> Result<(), IndexError> {
         let _jobs = lock(&self.maintenance_lock);
         while self.current().delta.len() >= self.options.flush_threshold.max(1) {
             self.flush_pending(WriterLock::Take)?;
         }
+        Ok(())
+    }
+
+    /// The background merge thread's job: merges by the policy.
+    fn background_merges(&self) -> Result<(), IndexError> {
+        let _merges = lock(&self.merge_lock);
         self.merge_by_policy(WriterLock::Take)
     }
 
@@ -150,7 +162,7 @@ impl Inner {
         // The segment file is written before the catalog transaction
         // begins, so that a failure writing it (a full disk) leaves the
         // catalog untouched.
-        let segment_id = self.next_segment_id()?;
+        let segment_id = self.take_segment_id()?;
         let bands = self.signer.config().minhash.bands;
         let docs: Vec<SegmentDoc> = snapshot
             .delta
@@ -167,7 +179,7 @@ impl Inner {
         let written: Vec<u64> = snapshot.delta.keys().copied().collect();
         drop(snapshot);
         let file = build_segment_file(segment_id, bands, docs);
-        self.write_segment_file(segment_id, &file)?;
+        let unlisted = self.write_segment_file(segment_id, &file)?;
         let record =
             SegmentRecord { doc_count: written.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
         drop(file);
@@ -213,12 +225,11 @@ impl Inner {
                     deleted.insert(id, segment_id).map_err(redb_err("writing deleted"))?;
                 }
             }
-            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
-            meta.insert("next_segment_id", (segment_id + 1).to_le_bytes().as_slice())
-                .map_err(redb_err("writing meta"))?;
+            advance_next_segment_id(&txn, segment_id)?;
         }
         let loaded = Arc::new(open_written_segment(&*self.storage, segment_id)?);
         let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+        unlisted.committing();
         txn.commit().map_err(redb_err("committing the flush"))?;
         let mut segments = guard.segments.clone();
         segments.insert(segment_id, loaded);
@@ -248,6 +259,37 @@ impl Inner {
         Ok(())
     }
 
+    /// The live documents of `segments` (checksums verified), decoded for
+    /// a merge that writes them anew: the path of segments older than the
+    /// current format.
+    fn decoded_docs(
+        &self,
+        segments: &[Arc<LoadedSegment>],
+        deleted: &BTreeSet<u64>,
+    ) -> Result<Vec<SegmentDoc>, IndexError> {
+        let mut docs = Vec::new();
+        for loaded in segments {
+            let segment = &loaded.segment;
+            segment.verify_checksums()?;
+            let fingerprints = match segment.fingerprints()? {
+                Some(by_ordinal) => by_ordinal,
+                None => self.catalog_fingerprints(segment)?,
+            };
+            for ordinal in 0..segment.doc_count() {
+                let entry = segment.entry(ordinal)?;
+                if !deleted.contains(&entry.id) {
+                    let vector = segment.vector(ordinal)?;
+                    let fingerprint = fingerprints[ordinal as usize];
+                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: Vec::new(), fingerprint });
+                }
+            }
+        }
+        // Segments do not store band keys (since format version 3): they
+        // are a function of the vector, recomputed on all cores.
+        docs.par_iter_mut().for_each(|doc| doc.band_keys = self.signer.band_keys(&doc.vector));
+        Ok(docs)
+    }
+
     /// The fingerprints, by ordinal, of a segment older than format 4
     /// (which does not store them), from the documents' catalog records. A
     /// document deleted since the merge's snapshot has no record any more;
@@ -266,24 +308,39 @@ impl Inner {
         Ok(fingerprints)
     }
 
-    /// The id the next segment gets. Jobs do not overlap, so the committed
-    /// value is the current one.
-    fn next_segment_id(&self) -> Result<u64, IndexError> {
-        let txn = self.catalog.begin_read()?;
-        let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
-        super::meta_u64(&meta, "next_segment_id")
+    /// Takes the id of a new segment. The counter starts from the catalog's
+    /// `next_segment_id` at the first job and is advanced in memory, so a
+    /// flush and a merge that overlap take distinct ids (an id whose job
+    /// failed is skipped).
+    fn take_segment_id(&self) -> Result<u64, IndexError> {
+        let mut next = lock(&self.next_segment);
+        let id = match *next {
+            Some(id) => id,
+            None => {
+                let txn = self.catalog.begin_read()?;
+                let meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+                super::meta_u64(&meta, "next_segment_id")?
+            }
+        };
+        *next = Some(id + 1);
+        Ok(id)
     }
 
     /// Steps 2 and 3 of the flush protocol (FORMAT.md §8): temporary name,
-    /// fsync, rename, directory fsync.
-    fn write_segment_file(&self, segment_id: u64, file: &SegmentFile) -> Result<(), IndexError> {
+    /// fsync, rename, directory fsync. The file stays unlisted until the
+    /// job's catalog commit; the returned guard removes it if the job fails
+    /// before that (a later job takes another id, so failed attempts must
+    /// not pile up on a full disk).
+    fn write_segment_file(&self, segment_id: u64, file: &SegmentFile) -> Result<Unlisted<'_>, IndexError> {
+        let guard = Unlisted { storage: &*self.storage, id: segment_id, armed: true };
         let name = segment_file_name(segment_id);
         let tmp = format!("{name}.tmp");
         let storage = &*self.storage;
         storage.write_new_parts(&tmp, &file.parts()).map_err(IndexError::io(format!("writing {tmp}")))?;
         storage.sync(&tmp).map_err(IndexError::io(format!("syncing {tmp}")))?;
         storage.rename(&tmp, &name).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
-        sync_dir(storage)
+        sync_dir(storage)?;
+        Ok(guard)
     }
 
     /// The tiered merge policy: a segment's tier is ⌊log_F(documents)⌋ with
@@ -323,41 +380,39 @@ impl Inner {
             }
             (segments, Arc::clone(&snapshot.deleted))
         };
-        let mut docs = Vec::new();
-        let mut dropped = Vec::new();
+        let (mut moved, mut dropped) = (Vec::new(), Vec::new());
         for loaded in &segments {
-            let segment = &loaded.segment;
-            let fingerprints = match segment.fingerprints()? {
-                Some(by_ordinal) => by_ordinal,
-                None => self.catalog_fingerprints(segment)?,
-            };
-            for ordinal in 0..segment.doc_count() {
-                let entry = segment.entry(ordinal)?;
-                if deleted_before.contains(&entry.id) {
-                    dropped.push(entry.id);
+            for ordinal in 0..loaded.segment.doc_count() {
+                let id = loaded.segment.entry(ordinal)?.id;
+                if deleted_before.contains(&id) {
+                    dropped.push(id);
                 } else {
-                    let vector = segment.vector(ordinal)?;
-                    let fingerprint = fingerprints[ordinal as usize];
-                    docs.push(SegmentDoc { id: entry.id, vector, band_keys: Vec::new(), fingerprint });
+                    moved.push(id);
                 }
             }
         }
-        // Segments do not store band keys (since format version 3): they
-        // are a function of the vector, recomputed on all cores.
-        docs.par_iter_mut().for_each(|doc| doc.band_keys = self.signer.band_keys(&doc.vector));
-        let new_id = self.next_segment_id()?;
-        let mut moved: Vec<u64> = docs.iter().map(|d| d.id).collect();
         moved.sort_unstable();
-        // As in a flush, the file is complete before the transaction begins.
-        let written = if docs.is_empty() {
-            None
+        let new_id = self.take_segment_id()?;
+        let bands = self.signer.config().minhash.bands;
+        // Segments of the current format are merged in place; older ones
+        // are decoded and written anew.
+        let file = if segments.iter().all(|l| merges_in_place(&l.segment)) {
+            let sources: Vec<&Segment<SegmentBytes>> = segments.iter().map(|l| &l.segment).collect();
+            merge_segments(new_id, bands, &sources, |id| deleted_before.contains(&id))?
         } else {
-            let file = build_segment_file(new_id, self.signer.config().minhash.bands, docs);
-            self.write_segment_file(new_id, &file)?;
-            let record =
-                SegmentRecord { doc_count: moved.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
-            drop(file);
-            Some((record, Arc::new(open_written_segment(&*self.storage, new_id)?)))
+            let docs = self.decoded_docs(&segments, &deleted_before)?;
+            (!docs.is_empty()).then(|| build_segment_file(new_id, bands, docs))
+        };
+        // As in a flush, the file is complete before the transaction begins.
+        let written = match file {
+            None => None,
+            Some(file) => {
+                let unlisted = self.write_segment_file(new_id, &file)?;
+                let record =
+                    SegmentRecord { doc_count: moved.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
+                drop(file);
+                Some((record, Arc::new(open_written_segment(&*self.storage, new_id)?), unlisted))
+            }
         };
         let _writer = (writer == WriterLock::Take).then(|| lock(&self.writer_lock));
         let current = self.current();
@@ -366,13 +421,13 @@ impl Inner {
         let late: Vec<u64> =
             current.deleted.difference(&deleted_before).copied().filter(|id| moved.binary_search(id).is_ok()).collect();
         let txn = self.catalog.begin_write()?;
-        let loaded = match written {
-            Some((record, loaded)) => {
+        let (loaded, unlisted) = match written {
+            Some((record, loaded, unlisted)) => {
                 let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
                 manifest.insert(new_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
-                Some(loaded)
+                (Some(loaded), Some(unlisted))
             }
-            None => None,
+            None => (None, None),
         };
         {
             let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
@@ -386,12 +441,13 @@ impl Inner {
             for &id in &late {
                 deleted.insert(id, new_id).map_err(redb_err("writing deleted"))?;
             }
-            let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
-            let next = (new_id + 1).to_le_bytes();
-            meta.insert("next_segment_id", next.as_slice()).map_err(redb_err("writing meta"))?;
+            advance_next_segment_id(&txn, new_id)?;
         }
         {
             let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(unlisted) = unlisted {
+                unlisted.committing();
+            }
             txn.commit().map_err(redb_err("committing the merge"))?;
             let mut segments = guard.segments.clone();
             for id in ids {
@@ -423,8 +479,93 @@ impl Inner {
     }
 }
 
-/// The background maintenance thread of a writable index.
-pub(super) struct Worker {
+/// A segment file not yet listed in the manifest: removed (best effort)
+/// when dropped armed, that is when its job fails before the catalog
+/// commit. Once the commit is attempted it stays: a commit that fails may
+/// still have reached the disk, and the next open removes the file if the
+/// manifest does not list it.
+struct Unlisted<'a> {
+    storage: &'a dyn super::storage::Storage,
+    id: u64,
+    armed: bool,
+}
+
+impl Unlisted<'_> {
+    /// The catalog commit that lists the file is about to run.
+    fn committing(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Unlisted<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let name = segment_file_name(self.id);
+            let _ = self.storage.remove(&format!("{name}.tmp"));
+            let _ = self.storage.remove(&name);
+        }
+    }
+}
+
+/// Records in `txn` that segment `id` is taken: `next_segment_id` becomes
+/// `id + 1` unless a job that overlapped this one took a larger id and
+/// committed first.
+fn advance_next_segment_id(txn: &redb::WriteTransaction, id: u64) -> Result<(), IndexError> {
+    let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
+    let stored = super::meta_u64(&meta, "next_segment_id")?;
+    let next = stored.max(id + 1).to_le_bytes();
+    meta.insert("next_segment_id", next.as_slice()).map_err(redb_err("writing meta"))?;
+    Ok(())
+}
+
+/// The background maintenance threads of a writable index: one flushes,
+/// and asks the other to merge.
+pub(super) struct Workers {
+    // Dropped in this order: the flush thread, which asks for merges, is
+    // joined first.
+    flusher: Worker,
+    merger: Worker,
+}
+
+impl Workers {
+    /// Starts both threads.
+    pub(super) fn start(inner: &Arc<Inner>) -> Result<Workers, IndexError> {
+        let merges = Arc::clone(inner);
+        let merger = Worker::start("neardex-merges", move || {
+            let outcome = Worker::guarded(|| merges.background_merges());
+            record_outcome(&merges.merge_error, outcome);
+        })?;
+        let asks = Arc::clone(&merger.shared);
+        let flushes = Arc::clone(inner);
+        let flusher = Worker::start("neardex-maintenance", move || {
+            let outcome = Worker::guarded(|| flushes.background_flushes());
+            record_outcome(&flushes.maintenance_error, outcome);
+            // A flush may fill a tier; merging after a failed flush is
+            // harmless.
+            Shared::request(&asks);
+        })?;
+        Ok(Workers { flusher, merger })
+    }
+
+    /// Asks for flushes (and the merges they call for).
+    pub(super) fn request(&self) {
+        self.flusher.request();
+    }
+
+    /// Waits until no flush is running or requested.
+    pub(super) fn wait_flushed(&self) {
+        self.flusher.wait_idle();
+    }
+
+    /// Waits until no flush or merge is running or requested.
+    pub(super) fn wait_idle(&self) {
+        self.flusher.wait_idle();
+        self.merger.wait_idle();
+    }
+}
+
+/// A background thread of a writable index.
+struct Worker {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
@@ -442,13 +583,21 @@ struct Jobs {
     stop: bool,
 }
 
+impl Shared {
+    /// Asks for a job (one pending request covers any number of asks).
+    fn request(shared: &Shared) {
+        lock(&shared.jobs).requested = true;
+        shared.changed.notify_all();
+    }
+}
+
 impl Worker {
-    /// Starts the thread; it runs a job whenever one is requested.
-    pub(super) fn start(inner: Arc<Inner>) -> Result<Worker, IndexError> {
+    /// Starts the thread `name`; it runs `job` whenever one is requested.
+    fn start(name: &str, job: impl Fn() + Send + 'static) -> Result<Worker, IndexError> {
         let shared = Arc::new(Shared::default());
         let theirs = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
-            .name("neardex-maintenance".into())
+            .name(name.into())
             .spawn(move || loop {
                 {
                     let mut jobs = lock(&theirs.jobs);
@@ -461,27 +610,29 @@ impl Worker {
                     jobs.requested = false;
                     jobs.running = true;
                 }
-                // A panic (a bug) must not leave `running` set forever, or
-                // every wait for the thread would hang: it becomes the job's
-                // error, and reopening the index is the way on.
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.background_job()))
-                    .unwrap_or(Err(IndexError::ReopenRequired { context: "a background flush or merge panicked" }));
-                record_outcome(&inner.maintenance_error, outcome);
+                job();
                 lock(&theirs.jobs).running = false;
                 theirs.changed.notify_all();
             })
-            .map_err(IndexError::io("starting the maintenance thread".to_owned()))?;
+            .map_err(IndexError::io(format!("starting the {name} thread")))?;
         Ok(Worker { shared, thread: Some(thread) })
     }
 
-    /// Asks for a job (one pending request covers any number of asks).
-    pub(super) fn request(&self) {
-        lock(&self.shared.jobs).requested = true;
-        self.shared.changed.notify_all();
+    /// Runs a job. A panic (a bug) must not leave `running` set forever, or
+    /// every wait for the thread would hang: it becomes the job's error,
+    /// and reopening the index is the way on.
+    fn guarded(job: impl FnOnce() -> Result<(), IndexError>) -> Result<(), IndexError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+            .unwrap_or(Err(IndexError::ReopenRequired { context: "a background flush or merge panicked" }))
+    }
+
+    /// Asks for a job.
+    fn request(&self) {
+        Shared::request(&self.shared);
     }
 
     /// Waits until no job is running or requested.
-    pub(super) fn wait_idle(&self) {
+    fn wait_idle(&self) {
         let mut jobs = lock(&self.shared.jobs);
         while jobs.requested || jobs.running {
             jobs = self.shared.changed.wait(jobs).unwrap_or_else(|p| p.into_inner());

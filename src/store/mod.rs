@@ -230,9 +230,10 @@ impl Catalog {
 /// An open index.
 pub struct Index {
     inner: Arc<Inner>,
-    /// The background maintenance thread, when the options ask for one: it
-    /// holds its own `Arc` of `inner` and is joined when the index drops.
-    worker: Option<maintenance::Worker>,
+    /// The background maintenance threads (one flushes, one merges), when
+    /// the options ask for them: they hold their own `Arc` of `inner` and
+    /// are joined when the index drops.
+    worker: Option<maintenance::Workers>,
 }
 
 /// What an open index holds, shared with its maintenance thread.
@@ -243,10 +244,20 @@ struct Inner {
     options: IndexOptions,
     state: RwLock<Arc<State>>,
     writer_lock: Mutex<()>,
-    /// Held by every flush or merge but those a commit runs inline
+    /// Held by every flush but those a commit runs inline
     /// (`maintenance.rs`); taken before `writer_lock`, never after.
     maintenance_lock: Mutex<()>,
+    /// Held by every merge but those a commit runs inline; taken before
+    /// `maintenance_lock`, never after: a background merge runs while
+    /// flushes go on.
+    merge_lock: Mutex<()>,
+    /// The outcome of the last background flush, and of the last
+    /// background merge.
     maintenance_error: Mutex<Option<IndexError>>,
+    merge_error: Mutex<Option<IndexError>>,
+    /// The id the next segment gets, read from the catalog at the first
+    /// flush or merge: jobs that overlap take distinct ids.
+    next_segment: Mutex<Option<u64>>,
     /// The fingerprints of the pending documents, for the writer's
     /// exact-duplicate check: built at the first insert after an open or a
     /// flush, extended by commits (`delta.rs`).
@@ -366,7 +377,10 @@ impl Index {
             state: RwLock::new(Arc::new(State::default())),
             writer_lock: Mutex::new(()),
             maintenance_lock: Mutex::new(()),
+            merge_lock: Mutex::new(()),
             maintenance_error: Mutex::new(None),
+            merge_error: Mutex::new(None),
+            next_segment: Mutex::new(None),
             delta_fingerprints: Mutex::new(None),
             _lock: Some(lock),
         })
@@ -377,7 +391,7 @@ impl Index {
     fn start(inner: Inner) -> Result<Index, IndexError> {
         let background = inner.options.background_maintenance && matches!(inner.catalog, Catalog::Writable(_));
         let inner = Arc::new(inner);
-        let worker = if background { Some(maintenance::Worker::start(Arc::clone(&inner))?) } else { None };
+        let worker = if background { Some(maintenance::Workers::start(&inner)?) } else { None };
         Ok(Index { inner, worker })
     }
 
@@ -501,7 +515,10 @@ impl Index {
             state: RwLock::new(Arc::new(state)),
             writer_lock: Mutex::new(()),
             maintenance_lock: Mutex::new(()),
+            merge_lock: Mutex::new(()),
             maintenance_error: Mutex::new(None),
+            merge_error: Mutex::new(None),
+            next_segment: Mutex::new(None),
             delta_fingerprints: Mutex::new(None),
             _lock: lock,
         })
@@ -601,12 +618,15 @@ impl Index {
         Ok(())
     }
 
-    /// The error of the last flush or merge a commit (or the background
-    /// thread) ran, if it failed (`None` once one succeeds; a later "reopen
-    /// required" keeps the error that caused it). The commit itself stood;
-    /// its documents stay pending until a flush succeeds.
+    /// The error of the last flush or merge a commit ran, if it failed
+    /// (`None` once one succeeds; a later "reopen required" keeps the error
+    /// that caused it). With background maintenance, flushes and merges
+    /// run on threads of their own and keep an outcome each: the flush
+    /// thread's error comes first. The commit itself stood; its documents
+    /// stay pending until a flush succeeds.
     pub fn maintenance_error(&self) -> Option<String> {
-        lock(&self.inner.maintenance_error).as_ref().map(ToString::to_string)
+        let flush = lock(&self.inner.maintenance_error).as_ref().map(ToString::to_string);
+        flush.or_else(|| lock(&self.inner.merge_error).as_ref().map(ToString::to_string))
     }
 
     /// Counts describing the index now.
@@ -1141,7 +1161,7 @@ impl Writer<'_> {
                 // goes first: the job needs it to install.
                 if pending >= index.inner.options.flush_threshold.saturating_mul(2) {
                     drop(self.guard.take());
-                    worker.wait_idle();
+                    worker.wait_flushed();
                 }
                 return Ok(pending);
             }

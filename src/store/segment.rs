@@ -13,6 +13,9 @@ use crate::hash::Fingerprint;
 use crate::similarity::{Overlap, Similarity};
 use crate::vector::SignatureVector;
 
+mod merge;
+pub use merge::{merge_segments, merges_in_place};
+
 /// First eight bytes of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"NDXSEGMT";
 /// The segment format version this build writes and reads.
@@ -222,27 +225,75 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>, width: EntryWid
         }
         for (i, (hash, freq)) in doc.vector.iter().enumerate() {
             sections[2].extend_from_slice(&hash.to_le_bytes());
-            if freq <= FREQ_BYTE_MAX {
-                sections[3].push(freq as u8);
-            } else {
-                sections[3].push(0);
-                sections[13].extend_from_slice(&(entries + i as u64).to_le_bytes());
-                sections[13].extend_from_slice(&u64::from(freq).to_le_bytes());
-            }
+            push_freq(sections.as_mut_slice(), entries + i as u64, freq);
             postings.push((hash, ordinal));
         }
         entries += doc.vector.distinct();
         band_buckets.extend(doc.band_keys.iter().take(bands as usize).map(|&key| (key, ordinal)));
     }
     let (low, high) = sections.split_at_mut(8);
-    let ((mut frequent, posting_entries), (_, band_entries)) = rayon::join(
+    let ((frequent, posting_entries), (_, band_entries)) = rayon::join(
         || write_bitmap_table(postings, &mut low[4..7]),
         || write_bitmap_table(band_buckets, &mut high[..3]),
     );
+    let fingerprints = docs.iter().map(|d| d.fingerprint.0).collect();
+    let ids = docs.iter().map(|d| d.id).collect();
+    let tables = Tables { posting_entries, band_entries, frequent };
+    assemble(segment_id, bands, sections, tables, Ordinals { ids, fingerprints, entries }, width)
+}
+
+/// Appends the frequency of vector entry `entry` to the freqs section: a
+/// byte, or 0 and an escape (format version 3 on).
+fn push_freq(sections: &mut [Vec<u8>], entry: u64, freq: u32) {
+    if freq <= FREQ_BYTE_MAX {
+        sections[3].push(freq as u8);
+    } else {
+        sections[3].push(0);
+        sections[13].extend_from_slice(&entry.to_le_bytes());
+        sections[13].extend_from_slice(&u64::from(freq).to_le_bytes());
+    }
+}
+
+/// What the writer and the merge know of the ordinals when the tables are
+/// built.
+struct Ordinals {
+    /// Document id by ordinal.
+    ids: Vec<u64>,
+    /// Fingerprint by ordinal.
+    fingerprints: Vec<u128>,
+    /// Vector entries in all (the hashes section's length / 8).
+    entries: u64,
+}
+
+/// The two bitmap tables, their entries not yet encoded.
+struct Tables {
+    posting_entries: Vec<Entry>,
+    band_entries: Vec<Entry>,
+    /// The posting keys whose lists hold at least [`FREQUENT_MIN`]
+    /// ordinals, with their lengths, ascending by key.
+    frequent: Vec<(u64, u64)>,
+}
+
+/// Completes a segment file whose vector sections (docs, lengths, hashes,
+/// freqs, escapes) and the keys and data of its bitmap tables are written:
+/// encodes the entries in the narrowest width that holds them, writes the
+/// frequent, fingerprint and id sections, then the header and section
+/// table.
+fn assemble(
+    segment_id: u64,
+    bands: u32,
+    mut sections: Vec<Vec<u8>>,
+    tables: Tables,
+    ordinals: Ordinals,
+    width: EntryWidth,
+) -> SegmentFile {
+    let Tables { posting_entries, band_entries, mut frequent } = tables;
+    let Ordinals { ids, fingerprints, entries } = ordinals;
+    let doc_count = ids.len();
     // Narrow entries hold an offset or (flagged) an ordinal in 31 bits.
     let fits = |data: &[u8]| data.len() <= NARROW_INLINE as usize;
     let narrow = width == EntryWidth::Narrowest
-        && docs.len() <= NARROW_INLINE as usize
+        && doc_count <= NARROW_INLINE as usize
         && fits(&sections[6])
         && fits(&sections[10]);
     sections[5] = encode_entries(&posting_entries, narrow);
@@ -260,15 +311,16 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>, width: EntryWid
         sections[12].extend_from_slice(&len.to_le_bytes());
     }
     let mut by_fingerprint: Vec<(u128, u32)> =
-        docs.iter().enumerate().map(|(o, d)| (d.fingerprint.0, o as u32)).collect();
+        fingerprints.into_iter().enumerate().map(|(o, f)| (f, o as u32)).collect();
     by_fingerprint.sort_unstable();
-    sections[14].reserve_exact(docs.len() * FINGERPRINT_ENTRY_LEN);
+    sections[14].reserve_exact(doc_count * FINGERPRINT_ENTRY_LEN);
     for (fingerprint, ordinal) in by_fingerprint {
         sections[14].extend_from_slice(&fingerprint.to_le_bytes());
         sections[14].extend_from_slice(&ordinal.to_le_bytes());
     }
-    let mut by_id: Vec<(u64, u64)> = docs.iter().enumerate().map(|(o, d)| (d.id, o as u64)).collect();
+    let mut by_id: Vec<(u64, u64)> = ids.into_iter().enumerate().map(|(o, id)| (id, o as u64)).collect();
     by_id.sort_unstable();
+    sections[11].reserve_exact(doc_count * 16);
     for (id, ordinal) in by_id {
         sections[11].extend_from_slice(&id.to_le_bytes());
         sections[11].extend_from_slice(&ordinal.to_le_bytes());
@@ -280,7 +332,7 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>, width: EntryWid
     out.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
     out.extend_from_slice(&(SECTIONS.len() as u32).to_le_bytes());
     out.extend_from_slice(&segment_id.to_le_bytes());
-    out.extend_from_slice(&(docs.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(doc_count as u32).to_le_bytes());
     out.extend_from_slice(&bands.to_le_bytes());
     out.extend_from_slice(&entries.to_le_bytes());
     out.extend_from_slice(&(if narrow { 4u32 } else { 8 }).to_le_bytes());
@@ -339,35 +391,60 @@ enum Entry {
 /// and returns the entries (encoded once their width is known).
 /// A list of one ordinal is stored in its entry (most signatures occur in one
 /// document of a segment); longer lists as roaring bitmaps in the data
-/// section, the entry holding their offset. Also returns every key with its
-/// list length, ascending by key.
+/// section, the entry holding their offset (see [`TableWriter`]). Also
+/// returns the keys of lists of at least [`FREQUENT_MIN`] ordinals with
+/// their lengths, ascending by key.
 fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, out: &mut [Vec<u8>]) -> (Vec<(u64, u64)>, Vec<Entry>) {
     sort_pairs(&mut pairs);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
-    let mut data = Vec::new();
-    let mut entries = Vec::new();
-    let mut lengths = Vec::new();
+    let mut table = TableWriter::default();
+    let mut ordinals = Vec::new();
     let mut i = 0;
     while i < pairs.len() {
         let key = pairs[i].0;
         let run = pairs[i..].iter().take_while(|p| p.0 == key).count();
-        lengths.push((key, run as u64));
-        out[0].extend_from_slice(&key.to_le_bytes());
-        if run == 1 {
-            entries.push(Entry::Inline(pairs[i].1));
-        } else {
-            entries.push(Entry::Offset(data.len() as u64));
-            // Ordinals ascend within a run (the pairs are sorted).
-            let mut bitmap = RoaringBitmap::new();
-            bitmap.append(pairs[i..i + run].iter().map(|p| p.1)).unwrap_or_default();
-            // Writing into a Vec cannot fail.
-            let _ = bitmap.serialize_into(&mut data);
-        }
+        ordinals.clear();
+        ordinals.extend(pairs[i..i + run].iter().map(|p| p.1));
+        table.push(key, &ordinals, &mut out[0]);
         i += run;
     }
-    out[2] = data;
-    (lengths, entries)
+    out[2] = table.data;
+    (table.lengths, table.entries)
+}
+
+/// The lists of a bitmap table as they are written, in ascending key
+/// order (the writer's and the merge's).
+#[derive(Default)]
+struct TableWriter {
+    /// The data section: serialized bitmaps.
+    data: Vec<u8>,
+    entries: Vec<Entry>,
+    /// The keys whose lists hold at least [`FREQUENT_MIN`] ordinals, with
+    /// their lengths: the candidates for the frequent section.
+    lengths: Vec<(u64, u64)>,
+}
+
+impl TableWriter {
+    /// Appends `key` to `keys` and its list of `ordinals` (ascending, not
+    /// empty): in its entry when it has one ordinal (most signatures occur
+    /// in one document of a segment), else as a roaring bitmap in the data
+    /// section, the entry holding its offset.
+    fn push(&mut self, key: u64, ordinals: &[u32], keys: &mut Vec<u8>) {
+        if ordinals.len() as u64 >= FREQUENT_MIN {
+            self.lengths.push((key, ordinals.len() as u64));
+        }
+        keys.extend_from_slice(&key.to_le_bytes());
+        if let [ordinal] = ordinals {
+            self.entries.push(Entry::Inline(*ordinal));
+        } else {
+            self.entries.push(Entry::Offset(self.data.len() as u64));
+            let mut bitmap = RoaringBitmap::new();
+            bitmap.append(ordinals.iter().copied()).unwrap_or_default();
+            // Writing into a Vec cannot fail.
+            let _ = bitmap.serialize_into(&mut self.data);
+        }
+    }
 }
 
 /// Sorts `(key, ordinal)` pairs whose keys are hashes (uniform in the top
@@ -786,17 +863,14 @@ impl<B: AsRef<[u8]>> Segment<B> {
         IndexError::corrupted(&self.name, section_name(kind), offset as u64, reason)
     }
 
-    /// Checks every section's CRC32.
+    /// Checks every section's CRC32 and what the readers rely on: keys
+    /// ascending, lists decoding to existing ordinals, vectors sorted,
+    /// documents in length order, the directories agreeing with them.
     ///
     /// # Errors
     /// [`IndexError::Corrupted`] naming the first section that fails.
     pub fn verify(&self) -> Result<(), IndexError> {
-        for kind in SECTIONS.into_iter().take(section_count(self.version)) {
-            let crc = self.sections[kind as usize - 1].2;
-            if crc32fast::hash(self.section(kind)) != crc {
-                return Err(self.corrupted(kind, 0, "section checksum mismatch"));
-            }
-        }
+        self.verify_checksums()?;
         // Every list must decode and point at existing ordinals.
         for (keys, offsets, data) in [
             (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData),
@@ -878,6 +952,21 @@ impl<B: AsRef<[u8]>> Segment<B> {
                     i * FINGERPRINT_ENTRY_LEN,
                     "fingerprints not strictly ascending",
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every section's CRC32 (the first part of
+    /// [`Segment::verify`]: one pass over the file).
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] naming the first section that fails.
+    pub fn verify_checksums(&self) -> Result<(), IndexError> {
+        for kind in SECTIONS.into_iter().take(section_count(self.version)) {
+            let crc = self.sections[kind as usize - 1].2;
+            if crc32fast::hash(self.section(kind)) != crc {
+                return Err(self.corrupted(kind, 0, "section checksum mismatch"));
             }
         }
         Ok(())

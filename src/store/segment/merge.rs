@@ -1,0 +1,381 @@
+//! Merging segments in place: the merged file is assembled from the
+//! sources' sections without decoding their documents into vectors and
+//! without rebuilding their tables from `(key, ordinal)` pairs.
+//!
+//! The documents keep their order by (length, id): a merge only
+//! interleaves the sources, so each source's ordinals map to ascending
+//! ordinals of the merged segment. The vector sections are copied document
+//! by document in the new order. The posting and band tables are merged by
+//! key: keys are hash values, spread evenly over `u64`, so the key space is
+//! cut into ranges of about a hundred keys, each source contributes the
+//! (sorted, contiguous) run of its keys in a range, and a small sort per
+//! range puts them in order; a key's lists are then remapped, the deleted
+//! documents' ordinals dropped, and written. Band keys are read from the
+//! band tables, not recomputed from the vectors.
+//!
+//! The result is, byte for byte, the file [`super::build_segment_file`]
+//! writes for the same live documents (with the band keys the sources'
+//! tables hold); a test checks it.
+
+use super::{
+    assemble, le_u64, EntryWidth, IndexError, Ordinals, PostingList, SectionKind, Segment, SegmentFile, TableWriter,
+    Tables, SECTIONS, SEGMENT_VERSION,
+};
+
+/// The merged ordinal of a document that is dropped (deleted).
+const DROPPED: u32 = u32::MAX;
+
+/// Keys a range of the key space holds on average.
+const KEYS_PER_RANGE: usize = 128;
+
+/// A live document of a source, in the merged order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Placed {
+    length: u64,
+    id: u64,
+    source: u32,
+    ordinal: u32,
+}
+
+/// Whether [`merge_segments`] reads `segment` in place: it has the current
+/// format version (whose sections it copies).
+pub fn merges_in_place<B: AsRef<[u8]>>(segment: &Segment<B>) -> bool {
+    segment.version == SEGMENT_VERSION
+}
+
+/// Builds the segment `segment_id` from the documents of `sources` for
+/// which `deleted` is false; `None` when there are none. Every source's
+/// checksums are verified first, and what the merge relies on (keys
+/// ascending, vectors sorted, ordinals in range) is checked as it reads, so
+/// a damaged source is an error, never a merged segment that carries the
+/// damage under a valid checksum.
+///
+/// # Errors
+/// [`IndexError::Corrupted`] for a damaged source or one of another band
+/// count; [`IndexError::Incompatible`] for a source of an older format
+/// version (see [`merges_in_place`]).
+pub fn merge_segments<B: AsRef<[u8]> + Sync>(
+    segment_id: u64,
+    bands: u32,
+    sources: &[&Segment<B>],
+    deleted: impl Fn(u64) -> bool,
+) -> Result<Option<SegmentFile>, IndexError> {
+    for source in sources {
+        if !merges_in_place(source) {
+            let supported = SEGMENT_VERSION..=SEGMENT_VERSION;
+            return Err(IndexError::Incompatible { what: "segment", found: source.version, supported });
+        }
+        if source.bands != bands {
+            let reason = "band count disagrees with the merge's";
+            return Err(IndexError::corrupted(&source.name, "header", 28, reason));
+        }
+        source.verify_checksums()?;
+    }
+    let mut placed = Vec::new();
+    for (s, source) in sources.iter().enumerate() {
+        for ordinal in 0..source.doc_count {
+            let entry = source.entry(ordinal)?;
+            if !deleted(entry.id) {
+                placed.push(Placed { length: entry.length, id: entry.id, source: s as u32, ordinal });
+            }
+        }
+    }
+    if placed.is_empty() {
+        return Ok(None);
+    }
+    placed.sort_unstable();
+    let mut maps: Vec<Vec<u32>> = sources.iter().map(|s| vec![DROPPED; s.doc_count as usize]).collect();
+    for (new, p) in placed.iter().enumerate() {
+        maps[p.source as usize][p.ordinal as usize] = new as u32;
+    }
+    let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
+    let ordinals = copy_vectors(sources, &placed, &mut sections)?;
+    drop(placed);
+    let (low, high) = sections.split_at_mut(8);
+    let (postings, band_table) = rayon::join(
+        || {
+            let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
+            merge_table(sources, &maps, kinds, &mut low[4])
+        },
+        || {
+            let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
+            merge_table(sources, &maps, kinds, &mut high[0])
+        },
+    );
+    let (postings, band_table) = (postings?, band_table?);
+    sections[6] = postings.data;
+    sections[10] = band_table.data;
+    let tables =
+        Tables { posting_entries: postings.entries, band_entries: band_table.entries, frequent: postings.lengths };
+    Ok(Some(assemble(segment_id, bands, sections, tables, ordinals, EntryWidth::Narrowest)))
+}
+
+/// Writes the docs, lengths, hashes, freqs and escapes sections of the
+/// documents `placed`, in that order, from their sources; returns their
+/// ids, fingerprints and vector entry count.
+fn copy_vectors<B: AsRef<[u8]>>(
+    sources: &[&Segment<B>],
+    placed: &[Placed],
+    sections: &mut [Vec<u8>],
+) -> Result<Ordinals, IndexError> {
+    let mut fingerprints_of = Vec::with_capacity(sources.len());
+    let mut total_entries = 0usize;
+    for source in sources {
+        // A current-version segment has them (checked by the caller).
+        fingerprints_of.push(source.fingerprints()?.unwrap_or_default());
+        total_entries += source.section(SectionKind::Hashes).len() / 8;
+    }
+    sections[0].reserve_exact(placed.len() * super::DOC_ENTRY_LEN);
+    sections[2].reserve_exact(total_entries * 8);
+    sections[3].reserve_exact(total_entries);
+    let mut ids = Vec::with_capacity(placed.len());
+    let mut fingerprints = Vec::with_capacity(placed.len());
+    let mut entries = 0u64;
+    let mut last_length = None;
+    for (new, p) in placed.iter().enumerate() {
+        let source = sources[p.source as usize];
+        let entry = source.entry(p.ordinal)?;
+        let (first, distinct) = (entry.first as usize, entry.distinct as usize);
+        // In range: `entry` checks it.
+        let hashes = &source.section(SectionKind::Hashes)[first * 8..(first + distinct) * 8];
+        let mut previous = None;
+        for (j, hash) in hashes.chunks_exact(8).enumerate() {
+            let hash = le_u64(hash, 0);
+            if previous.is_some_and(|p| p >= hash) {
+                return Err(source.corrupted(SectionKind::Hashes, (first + j) * 8, "vector not strictly sorted"));
+            }
+            previous = Some(hash);
+        }
+        let freqs = source.freqs_of(first, distinct);
+        let mut length = 0u64;
+        if freqs.len() == distinct && !freqs.contains(&0) {
+            sections[3].extend_from_slice(freqs);
+            length = freqs.iter().map(|&f| u64::from(f)).sum();
+        } else {
+            for j in 0..distinct {
+                let freq = source.freq_in(freqs, first, j).ok_or_else(|| source.zero_frequency(first + j))?;
+                length += u64::from(freq);
+                super::push_freq(sections, entries + j as u64, freq);
+            }
+        }
+        if length != entry.length {
+            let at = p.ordinal as usize * super::DOC_ENTRY_LEN;
+            return Err(source.corrupted(SectionKind::Docs, at, "length disagrees"));
+        }
+        sections[2].extend_from_slice(hashes);
+        let docs = &mut sections[0];
+        docs.extend_from_slice(&entry.id.to_le_bytes());
+        docs.extend_from_slice(&length.to_le_bytes());
+        docs.extend_from_slice(&(entries as u32).to_le_bytes());
+        docs.extend_from_slice(&(distinct as u32).to_le_bytes());
+        if last_length != Some(length) {
+            sections[1].extend_from_slice(&length.to_le_bytes());
+            sections[1].extend_from_slice(&(new as u64).to_le_bytes());
+            last_length = Some(length);
+        }
+        entries += distinct as u64;
+        ids.push(entry.id);
+        let fingerprint = fingerprints_of[p.source as usize].get(p.ordinal as usize);
+        let fingerprint = fingerprint.ok_or_else(|| source.corrupted(SectionKind::Fingerprints, 0, "missing"))?;
+        fingerprints.push(fingerprint.0);
+    }
+    Ok(Ordinals { ids, fingerprints, entries })
+}
+
+/// Merges one bitmap table (`kinds`: its keys, offsets and data sections)
+/// of `sources`, whose ordinals `maps` translates, into `keys` and the
+/// returned writer.
+fn merge_table<B: AsRef<[u8]>>(
+    sources: &[&Segment<B>],
+    maps: &[Vec<u32>],
+    kinds: (SectionKind, SectionKind, SectionKind),
+    keys: &mut Vec<u8>,
+) -> Result<TableWriter, IndexError> {
+    let (key_kind, offsets, data) = kinds;
+    let total: usize = sources.iter().map(|s| s.section(key_kind).len() / 8).sum();
+    keys.reserve_exact(total * 8);
+    let bits = (total / KEYS_PER_RANGE).max(1).ilog2().min(32);
+    let ranges = 1u64 << bits;
+    let mut next = vec![0usize; sources.len()];
+    let mut previous: Vec<Option<u64>> = vec![None; sources.len()];
+    // (key, source, key index) of the keys in one range.
+    let mut run: Vec<(u64, u32, usize)> = Vec::new();
+    let mut ordinals: Vec<u32> = Vec::new();
+    let mut table = TableWriter::default();
+    for range in 0..ranges {
+        // The last range runs to the end of every source (u64::MAX included).
+        let end = (range + 1 < ranges).then(|| (range + 1) << (64 - bits));
+        run.clear();
+        for (s, source) in sources.iter().enumerate() {
+            let section = source.section(key_kind);
+            let n = section.len() / 8;
+            while next[s] < n {
+                let key = le_u64(section, next[s] * 8);
+                if end.is_some_and(|end| key >= end) {
+                    break;
+                }
+                if previous[s].is_some_and(|p| p >= key) {
+                    return Err(source.corrupted(key_kind, next[s] * 8, "keys not strictly ascending"));
+                }
+                previous[s] = Some(key);
+                run.push((key, s as u32, next[s]));
+                next[s] += 1;
+            }
+        }
+        run.sort_unstable();
+        let mut i = 0;
+        while i < run.len() {
+            let key = run[i].0;
+            let group = run[i..].iter().take_while(|r| r.0 == key).count();
+            ordinals.clear();
+            for &(_, s, at) in &run[i..i + group] {
+                let (source, map) = (sources[s as usize], &maps[s as usize]);
+                let list = source.list_in_place(offsets, data, at)?;
+                let iter = match list {
+                    PostingList::Single(ordinal) => super::PostingIter::Single(Some(ordinal)),
+                    PostingList::Bitmap(view) => super::PostingIter::Bitmap(view.iter_in(0..u32::MAX)),
+                };
+                for ordinal in iter {
+                    let new = *map
+                        .get(ordinal as usize)
+                        .ok_or_else(|| source.corrupted(data, at, "list names an ordinal past the last document"))?;
+                    if new != DROPPED {
+                        ordinals.push(new);
+                    }
+                }
+            }
+            // Each source's list ascends, and so does its mapping; lists of
+            // several sources interleave.
+            if group > 1 || !ordinals.windows(2).all(|w| w[0] < w[1]) {
+                ordinals.sort_unstable();
+                ordinals.dedup();
+            }
+            if !ordinals.is_empty() {
+                table.push(key, &ordinals, keys);
+            }
+            i += group;
+        }
+    }
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::super::{build_segment_file, SegmentDoc};
+    use super::*;
+    use crate::hash::Fingerprint;
+    use crate::vector::SignatureVector;
+
+    /// Spreads small numbers over `u64` (and keeps 0 and `u64::MAX`
+    /// reachable: the first and last key ranges).
+    fn spread(x: u64) -> u64 {
+        match x {
+            0 => 0,
+            1 => u64::MAX,
+            _ => x.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        }
+    }
+
+    /// A document from generated numbers: hashes and band keys drawn from
+    /// small universes so that sources share keys.
+    fn doc(id: u64, hashes: &[(u64, u32)], bands: &[u64]) -> SegmentDoc {
+        let vector = SignatureVector::from_pairs(
+            hashes.iter().map(|&(h, f)| (spread(h), f)).collect::<std::collections::BTreeMap<_, _>>(),
+        );
+        let band_keys = if vector.is_empty() { Vec::new() } else { bands.iter().map(|&b| spread(b)).collect() };
+        let fingerprint = Fingerprint(u128::from(id % 7).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835));
+        SegmentDoc { id, vector, band_keys, fingerprint }
+    }
+
+    /// Merging `groups` (each built into a segment) without the documents
+    /// `deleted` gives the bytes the writer gives for the live documents.
+    fn check(groups: Vec<Vec<SegmentDoc>>, deleted: &std::collections::BTreeSet<u64>) {
+        let files: Vec<Vec<u8>> =
+            groups.iter().enumerate().map(|(i, g)| build_segment_file(i as u64, 2, g.clone()).to_bytes()).collect();
+        let segments: Vec<Segment<&[u8]>> =
+            files.iter().map(|f| Segment::parse(f.as_slice(), "src").unwrap()).collect();
+        let sources: Vec<&Segment<&[u8]>> = segments.iter().collect();
+        let merged = merge_segments(99, 2, &sources, |id| deleted.contains(&id)).unwrap();
+        let live: Vec<SegmentDoc> = groups.into_iter().flatten().filter(|d| !deleted.contains(&d.id)).collect();
+        match merged {
+            None => assert!(live.is_empty()),
+            Some(file) => {
+                let expected = build_segment_file(99, 2, live).to_bytes();
+                let bytes = file.to_bytes();
+                assert_eq!(bytes, expected);
+                Segment::parse(bytes.as_slice(), "merged").unwrap().verify().unwrap();
+            }
+        }
+    }
+
+    fn arb_doc() -> impl Strategy<Value = (Vec<(u64, u32)>, Vec<u64>)> {
+        let freq = prop_oneof![8 => 1u32..4, 1 => 250u32..300, 1 => Just(u32::MAX)];
+        (prop::collection::vec((0u64..400, freq), 0..24), prop::collection::vec(0u64..40, 2))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn merge_equals_building_from_the_live_documents(
+            docs in prop::collection::vec(arb_doc(), 1..80),
+            sources in 1usize..6,
+            deletions in prop::collection::vec(any::<bool>(), 80),
+        ) {
+            let mut groups = vec![Vec::new(); sources];
+            let mut deleted = std::collections::BTreeSet::new();
+            for (i, (hashes, bands)) in docs.iter().enumerate() {
+                let id = (i as u64) * 3 + 1;
+                groups[(id as usize * 7) % sources].push(doc(id, hashes, bands));
+                if deletions[i] && i % 3 == 0 {
+                    deleted.insert(id);
+                }
+            }
+            check(groups, &deleted);
+        }
+    }
+
+    #[test]
+    fn merge_of_thousands_crosses_many_key_ranges() {
+        let mut state = 0x1234_5678_u64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        let mut groups = vec![Vec::new(); 8];
+        let mut deleted = std::collections::BTreeSet::new();
+        for id in 0..3_000u64 {
+            let hashes: Vec<(u64, u32)> = (0..next(40)).map(|_| (next(50_000), 1 + next(3) as u32)).collect();
+            let bands = [next(3_000), next(3_000)];
+            groups[next(8) as usize].push(doc(id, &hashes, &bands));
+            if next(10) == 0 {
+                deleted.insert(id);
+            }
+        }
+        check(groups.clone(), &deleted);
+        // Everything deleted: nothing to write.
+        let all: std::collections::BTreeSet<u64> = (0..3_000).collect();
+        check(groups, &all);
+    }
+
+    #[test]
+    fn a_damaged_source_is_an_error() {
+        let docs: Vec<SegmentDoc> = (0..50).map(|id| doc(id, &[(id, 1), (id + 1, 2)], &[id, 3])).collect();
+        let good = build_segment_file(1, 2, docs.clone()).to_bytes();
+        let mut bad =
+            build_segment_file(2, 2, docs.iter().map(|d| SegmentDoc { id: d.id + 100, ..d.clone() }).collect())
+                .to_bytes();
+        let last = bad.len() - 30;
+        bad[last] ^= 0x40;
+        let good = Segment::parse(good.as_slice(), "good").unwrap();
+        let bad = Segment::parse(bad.as_slice(), "bad").unwrap();
+        let error = merge_segments(3, 2, &[&good, &bad], |_| false).unwrap_err();
+        assert!(matches!(error, IndexError::Corrupted { .. }), "{error}");
+        // Another band count is refused too.
+        assert!(merge_segments(3, 4, &[&good], |_| false).is_err());
+    }
+}
