@@ -30,7 +30,10 @@ use rayon::prelude::*;
 use super::catalog::{DocRecord, SegmentRecord, DELETED, DOCS, MANIFEST, META, PENDING};
 use super::delta::DeltaIndex;
 use super::mmap::SegmentBytes;
-use super::segment::{build_segment_file, merge_segments, merges_in_place, Segment, SegmentDoc, SegmentFile};
+use super::segment::{
+    build_segment_file, build_segment_file_of, merge_segments, merges_in_place, Segment, SegmentDoc, SegmentDocRef,
+    SegmentFile,
+};
 use super::{
     lock, open_written_segment, redb_err, segment_file_name, sync_dir, Index, IndexError, Inner, LoadedSegment, State,
     CATALOG_FILE, MERGE_FACTOR,
@@ -164,21 +167,25 @@ impl Inner {
         // catalog untouched.
         let segment_id = self.take_segment_id()?;
         let bands = self.signer.config().minhash.bands;
-        let docs: Vec<SegmentDoc> = snapshot
-            .delta
-            .iter()
-            .map(|(&id, d)| SegmentDoc {
-                id,
-                vector: d.vector.clone(),
-                band_keys: d.band_keys.clone(),
-                fingerprint: d.fingerprint,
-            })
-            .collect();
+        // The documents are shared, not copied: the build reads them through
+        // their `Arc`s.
+        let docs: Vec<(u64, Arc<super::DeltaDoc>)> =
+            snapshot.delta.iter().map(|(&id, d)| (id, Arc::clone(d))).collect();
         // The ids written, ascending. The snapshot goes now: while it is
         // held, every commit has to copy the delta instead of extending it.
         let written: Vec<u64> = snapshot.delta.keys().copied().collect();
         drop(snapshot);
-        let file = build_segment_file(segment_id, bands, docs);
+        let refs = docs
+            .iter()
+            .map(|(id, d)| SegmentDocRef {
+                id: *id,
+                vector: &d.vector,
+                band_keys: &d.band_keys,
+                fingerprint: d.fingerprint,
+            })
+            .collect();
+        let file = build_segment_file_of(segment_id, bands, refs);
+        drop(docs);
         let unlisted = self.write_segment_file(segment_id, &file)?;
         let record =
             SegmentRecord { doc_count: written.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };

@@ -123,6 +123,27 @@ pub struct SegmentDoc {
     pub fingerprint: Fingerprint,
 }
 
+impl SegmentDoc {
+    /// The document as [`build_segment_file_of`] takes it.
+    pub fn as_ref(&self) -> SegmentDocRef<'_> {
+        SegmentDocRef { id: self.id, vector: &self.vector, band_keys: &self.band_keys, fingerprint: self.fingerprint }
+    }
+}
+
+/// A [`SegmentDoc`] whose vector and band keys live elsewhere (a flush
+/// writes the pending documents without copying them).
+#[derive(Debug, Clone, Copy)]
+pub struct SegmentDocRef<'a> {
+    /// Global document id.
+    pub id: u64,
+    /// Its signature vector.
+    pub vector: &'a SignatureVector,
+    /// Its LSH band keys.
+    pub band_keys: &'a [u64],
+    /// Its exact-content fingerprint.
+    pub fingerprint: Fingerprint,
+}
+
 /// A segment file as the writer produces it: the header and the section
 /// table, then each section 8-aligned. It is kept in parts so that the
 /// file is written without first copying every section into one buffer.
@@ -184,6 +205,11 @@ pub fn build_segment(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) -> Vec<
 /// ordinal ranges are length ranges. The posting and band tables are built
 /// side by side, each sorted on all cores (rayon).
 pub fn build_segment_file(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) -> SegmentFile {
+    build_segment_file_of(segment_id, bands, docs.iter().map(SegmentDoc::as_ref).collect())
+}
+
+/// [`build_segment_file`] of borrowed documents.
+pub fn build_segment_file_of(segment_id: u64, bands: u32, docs: Vec<SegmentDocRef<'_>>) -> SegmentFile {
     build(segment_id, bands, docs, EntryWidth::Narrowest)
 }
 
@@ -197,7 +223,7 @@ enum EntryWidth {
     Wide,
 }
 
-fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDoc>, width: EntryWidth) -> SegmentFile {
+fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'_>>, width: EntryWidth) -> SegmentFile {
     docs.sort_by_cached_key(|d| (d.vector.total(), d.id));
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
     // (key, ordinal) pairs, sorted and grouped below: 12 bytes an entry,
@@ -1526,7 +1552,7 @@ mod tests {
     #[test]
     fn frequencies_past_a_byte_are_escaped() {
         for width in [EntryWidth::Narrowest, EntryWidth::Wide] {
-            let file = build(5, 2, heavy_docs(), width);
+            let file = build(5, 2, heavy_docs().iter().map(SegmentDoc::as_ref).collect(), width);
             let bytes = file.to_bytes();
             let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
             seg.verify().unwrap();
@@ -1589,7 +1615,10 @@ mod tests {
 
     #[test]
     fn every_bit_flip_and_truncation_is_detected() {
-        for bytes in [build_segment(1, 2, docs()), build(1, 2, heavy_docs(), EntryWidth::Wide).to_bytes()] {
+        for bytes in [
+            build_segment(1, 2, docs()),
+            build(1, 2, heavy_docs().iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Wide).to_bytes(),
+        ] {
             every_bit_flip_and_truncation_of(&bytes);
         }
     }
