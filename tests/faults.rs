@@ -200,3 +200,59 @@ fn fill_the_disk(options: IndexOptions, commit_fails: bool) {
     index.verify().unwrap();
     assert_eq!(index.searcher().unwrap().len(), acked.len() as u64 + 1);
 }
+
+/// A flush whose segment file cannot be written, synced or renamed (an I/O
+/// error at each of its operations in turn) leaves no file behind: each
+/// retry takes a new segment id, so leftovers would pile up on a failing
+/// disk. The commit stands, its documents stay pending, and the next flush
+/// succeeds.
+#[test]
+fn a_flush_that_fails_writing_its_segment_leaves_no_file() {
+    let options = IndexOptions { flush_threshold: 40, background_maintenance: false };
+    let setup = || {
+        let mem = MemStorage::new();
+        let storage = FaultStorage::new(mem, Fault::None);
+        let dyn_storage: Arc<dyn Storage> = Arc::new(storage.clone());
+        let index = Index::create_in(Arc::clone(&dyn_storage), neardex::SignatureConfig::default(), options).unwrap();
+        let mut w = index.writer().unwrap();
+        for n in 0..39 {
+            let body = format!("{} number {n}", workload::text((n % 200) as u8));
+            w.insert(&format!("doc{n}"), neardex::store::Document::Text(&body), Default::default()).unwrap();
+        }
+        w.commit().unwrap();
+        (storage, dyn_storage, index)
+    };
+    let last = |index: &Index, key: &str| {
+        let mut w = index.writer().unwrap();
+        w.insert(key, neardex::store::Document::Text(&workload::text(7)), Default::default()).unwrap();
+        w.commit()
+    };
+    let segment_files =
+        |storage: &Arc<dyn Storage>| storage.list().unwrap().into_iter().filter(|n| n.starts_with("seg-")).count();
+    // The operations of the commit that flushes.
+    let (storage, dyn_storage, index) = setup();
+    let (first, _) = storage.counts();
+    assert_eq!(last(&index, "doc39").unwrap(), 0);
+    let (end, _) = storage.counts();
+    assert_eq!(segment_files(&dyn_storage), 1);
+    drop(index);
+    let mut failed_writes = 0;
+    for op in first..end {
+        let (storage, dyn_storage, index) = setup();
+        storage.set_fault(Fault::Fail(op));
+        let Ok(pending) = last(&index, "doc39") else { continue };
+        let Some(error) = index.maintenance_error() else { continue };
+        let in_the_file_write = ["writing seg-", "syncing seg-", "renaming seg-"].iter().any(|c| error.contains(c));
+        if in_the_file_write {
+            failed_writes += 1;
+            assert_eq!(pending, 40, "op {op}: {error}");
+            assert_eq!(segment_files(&dyn_storage), 0, "op {op} left a file: {error}");
+            // The next commit retries the flush, with another id, and succeeds.
+            assert_eq!(last(&index, "doc40").unwrap(), 0, "op {op}");
+            assert_eq!(segment_files(&dyn_storage), 1, "op {op}");
+            index.verify().unwrap();
+            assert_eq!(index.searcher().unwrap().len(), 41);
+        }
+    }
+    assert!(failed_writes >= 3, "only {failed_writes} operations failed the segment write");
+}
