@@ -809,6 +809,7 @@ fn open_segment(storage: &dyn Storage, id: u64) -> Result<LoadedSegment, IndexEr
 fn open_written_segment(storage: &dyn Storage, id: u64) -> Result<LoadedSegment, IndexError> {
     let loaded = open_segment(storage, id)?;
     loaded.segment.prepare_lookups();
+    loaded.segment.prepare_fingerprint_lookups();
     Ok(loaded)
 }
 
