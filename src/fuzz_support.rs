@@ -68,7 +68,28 @@ pub fn segment_open(data: &[u8]) {
     for fingerprint in stored.into_iter().take(8).chain(probes) {
         let _ = segment.fingerprint_ordinals(fingerprint).take(10_000).count();
     }
+    merge_of_segment(data);
     index_over_segment(data);
+}
+
+/// The same bytes, their checksums made valid, through a merge (which
+/// checks them first, so that damaged structure gets this far only so):
+/// a typed error or a segment; and a valid segment (one `verify` passes)
+/// always merges, with deleted documents dropped, into a valid segment.
+fn merge_of_segment(data: &[u8]) {
+    use crate::store::segment::{merge_segments, with_fresh_checksums, Segment};
+    let Some(fixed) = with_fresh_checksums(data) else { return };
+    let Ok(segment) = Segment::parse(fixed.as_slice(), "fuzz") else { return };
+    let valid = segment.verify().is_ok();
+    let merged = merge_segments(7, segment.bands(), &[&segment], |id| id % 3 == 1);
+    if valid && crate::store::segment::merges_in_place(&segment) {
+        let merged = merged.expect("a valid segment merges");
+        if let Some(file) = merged {
+            let bytes = file.to_bytes();
+            let out = Segment::parse(bytes.as_slice(), "merged").expect("a merged segment parses");
+            out.verify().expect("a merged segment verifies");
+        }
+    }
 }
 
 /// A small in-memory index whose one segment holds a, b, c (flushed)

@@ -1061,6 +1061,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
         self.bytes.as_ref()
     }
 
+    /// The number of LSH bands the segment's band table was built with.
+    pub fn bands(&self) -> u32 {
+        self.bands
+    }
+
     /// Number of documents (live or deleted) in the segment.
     pub fn doc_count(&self) -> u32 {
         self.doc_count
@@ -1466,6 +1471,19 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let end = max.checked_add(1).map_or(self.doc_count, first_at_least);
         first..end.max(first)
     }
+}
+
+/// `bytes` with every section checksum of its table recomputed, when they
+/// parse as a segment: fuzzing reaches past the checksums with it.
+pub(crate) fn with_fresh_checksums(bytes: &[u8]) -> Option<Vec<u8>> {
+    let segment = Segment::parse(bytes, "fuzz").ok()?;
+    let mut out = bytes.to_vec();
+    for (i, &(offset, length, _)) in segment.sections.iter().take(section_count(segment.version)).enumerate() {
+        let crc = crc32fast::hash(bytes.get(offset..offset + length)?);
+        let at = HEADER_LEN + i * TABLE_ENTRY_LEN + 4;
+        out.get_mut(at..at + 4)?.copy_from_slice(&crc.to_le_bytes());
+    }
+    Some(out)
 }
 
 /// Binary search: the first index in `[lo, hi)` that is not `below`, or
