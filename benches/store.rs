@@ -11,6 +11,10 @@
 //!   the defaults (maintenance inside the commits, one `insert` a
 //!   document), once with background maintenance and one `insert_batch` a
 //!   commit (the open-time figures use this index);
+//! - for each ingest, the CPU it used (of the two cores; the writer thread,
+//!   the background flush and merge threads), `commit()` latencies (p50,
+//!   p99, max) and the process's peak resident memory so far
+//!   (`NEARDEX_BENCH_RUNS=background` runs only the second ingest);
 //! - the index's bytes on disk against its signature vectors, keys and
 //!   metadata, after the ingest and after `Index::compact_catalog`;
 //! - open time and resident memory right after `Index::open_read_only`,
