@@ -955,6 +955,13 @@ impl<B: AsRef<[u8]>> Segment<B> {
                 if bitmap.max().is_some_and(|m| m >= self.doc_count) {
                     return Err(self.corrupted(data, i, "bitmap names an ordinal past the last document"));
                 }
+                // Queries and merges read lists in place, through the
+                // container offsets that a full decode does not use: they
+                // must read the same ordinals.
+                let list = self.list_in_place(offsets, data, i)?;
+                if !list.iter_in(0..u32::MAX).eq(bitmap.iter()) {
+                    return Err(self.corrupted(data, i, "list read in place disagrees with its decoded bitmap"));
+                }
             }
         }
         // Escapes ascend by entry index, each for a zero byte of the freqs
