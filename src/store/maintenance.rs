@@ -6,9 +6,10 @@
 //! under the writer lock, and a new published state. By default the commit
 //! that reaches the flush threshold runs the job itself while its writer
 //! holds the lock, so nothing changes between snapshot and install. With
-//! [`IndexOptions::background_maintenance`](super::IndexOptions) a thread
-//! runs the jobs and takes the writer lock only to install, so writers go on
-//! committing meanwhile; the install reconciles what they changed:
+//! [`IndexOptions::background_maintenance`](super::IndexOptions) two
+//! threads run them, one the flushes and one the merges, and take the
+//! writer lock only to install, so writers go on committing meanwhile; the
+//! install reconciles what they changed:
 //!
 //! - a flush drops from the pending table only the documents it wrote; one
 //!   deleted (or replaced) since its snapshot is in the new segment but no
@@ -16,10 +17,13 @@
 //! - a merge removes the deletions it applied; a document deleted while it
 //!   was building is in the new segment, so its deletion moves there.
 //!
-//! Jobs never overlap: the background thread, [`Index::flush`] and
-//! [`Index::optimize`] hold the maintenance lock, always taken before the
-//! writer lock; a commit running a job inline holds the writer lock, which
-//! excludes both (there is no background thread then).
+//! A flush and a merge may overlap (they never involve the same documents,
+//! and take distinct segment ids from an in-memory counter); two flushes or
+//! two merges never do. The flush thread holds the maintenance lock, the
+//! merge thread the merge lock, and [`Index::flush`], [`Index::optimize`]
+//! and [`Index::compact_catalog`] both, always in the order merge,
+//! maintenance, writer; a commit running a job inline holds the writer
+//! lock (there are no background threads then).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex};
