@@ -258,13 +258,11 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'_>>, width: E
         band_buckets.extend(doc.band_keys.iter().take(bands as usize).map(|&key| (key, ordinal)));
     }
     let (low, high) = sections.split_at_mut(8);
-    let ((frequent, posting_entries), (_, band_entries)) = rayon::join(
-        || write_bitmap_table(postings, &mut low[4..7]),
-        || write_bitmap_table(band_buckets, &mut high[..3]),
-    );
+    let (posting_table, band_table) =
+        rayon::join(|| write_bitmap_table(postings, &mut low[4]), || write_bitmap_table(band_buckets, &mut high[0]));
+    let tables = Tables::place(&mut sections, posting_table, band_table);
     let fingerprints = docs.iter().map(|d| d.fingerprint.0).collect();
     let ids = docs.iter().map(|d| d.id).collect();
-    let tables = Tables { posting_entries, band_entries, frequent };
     assemble(segment_id, bands, sections, tables, Ordinals { ids, fingerprints, entries }, width)
 }
 
@@ -300,6 +298,16 @@ struct Tables {
     frequent: Vec<(u64, u64)>,
 }
 
+impl Tables {
+    /// Moves the data of the posting and band tables into their sections
+    /// and keeps the rest for [`assemble`].
+    fn place(sections: &mut [Vec<u8>], postings: TableWriter, bands: TableWriter) -> Tables {
+        sections[6] = postings.data;
+        sections[10] = bands.data;
+        Tables { posting_entries: postings.entries, band_entries: bands.entries, frequent: postings.lengths }
+    }
+}
+
 /// Completes a segment file whose vector sections (docs, lengths, hashes,
 /// freqs, escapes) and the keys and data of its bitmap tables are written:
 /// encodes the entries in the narrowest width that holds them, writes the
@@ -324,7 +332,7 @@ fn assemble(
         && fits(&sections[10]);
     sections[5] = encode_entries(&posting_entries, narrow);
     sections[9] = encode_entries(&band_entries, narrow);
-    frequent.retain(|&(_, len)| len >= FREQUENT_MIN);
+    // The candidates hold at least FREQUENT_MIN ordinals (TableWriter).
     let keys = sections[4].len() / 8;
     let cap = FREQUENT_FLOOR.max(keys / 16);
     if frequent.len() > cap {
@@ -412,15 +420,10 @@ enum Entry {
     Offset(u64),
 }
 
-/// Writes keys and serialized bitmaps into the key and data sections of
-/// `out` (`out[0]`, `out[2]`), from `(key, ordinal)` pairs in any order,
-/// and returns the entries (encoded once their width is known).
-/// A list of one ordinal is stored in its entry (most signatures occur in one
-/// document of a segment); longer lists as roaring bitmaps in the data
-/// section, the entry holding their offset (see [`TableWriter`]). Also
-/// returns the keys of lists of at least [`FREQUENT_MIN`] ordinals with
-/// their lengths, ascending by key.
-fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, out: &mut [Vec<u8>]) -> (Vec<(u64, u64)>, Vec<Entry>) {
+/// Writes the keys of a bitmap table into `keys` and its lists into the
+/// returned writer (see [`TableWriter`]), from `(key, ordinal)` pairs in
+/// any order.
+fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, keys: &mut Vec<u8>) -> TableWriter {
     sort_pairs(&mut pairs);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
@@ -432,11 +435,10 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, out: &mut [Vec<u8>]) -> (Vec<(
         let run = pairs[i..].iter().take_while(|p| p.0 == key).count();
         ordinals.clear();
         ordinals.extend(pairs[i..i + run].iter().map(|p| p.1));
-        table.push(key, &ordinals, &mut out[0]);
+        table.push(key, &ordinals, keys);
         i += run;
     }
-    out[2] = table.data;
-    (table.lengths, table.entries)
+    table
 }
 
 /// The lists of a bitmap table as they are written, in ascending key

@@ -102,11 +102,7 @@ pub fn merge_segments<B: AsRef<[u8]> + Sync>(
             merge_table(sources, &maps, kinds, &mut high[0])
         },
     );
-    let (postings, band_table) = (postings?, band_table?);
-    sections[6] = postings.data;
-    sections[10] = band_table.data;
-    let tables =
-        Tables { posting_entries: postings.entries, band_entries: band_table.entries, frequent: postings.lengths };
+    let tables = Tables::place(&mut sections, postings?, band_table?);
     Ok(Some(assemble(segment_id, bands, sections, tables, ordinals, EntryWidth::Narrowest)))
 }
 
