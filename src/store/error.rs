@@ -77,7 +77,10 @@ pub enum IndexError {
     ReadOnly,
     /// The disk (or the storage's quota) is full. Nothing of the failed
     /// operation was acknowledged; everything committed before it stays.
-    /// Once space returns, reopen the index and go on.
+    /// Once space returns, reopen the index and go on. (A commit that fails
+    /// after redb's commit point, in the page freeing redb does after it,
+    /// has landed although it was not acknowledged: look its keys up after
+    /// reopening before inserting them again.)
     DiskFull {
         /// What was being done.
         context: String,
@@ -162,7 +165,7 @@ impl fmt::Display for IndexError {
             IndexError::DuplicateKey { key } => write!(f, "key {key:?} is already in the index (replace it instead)"),
             IndexError::ReadOnly => write!(f, "the index is open read-only"),
             IndexError::DiskFull { context } => {
-                write!(f, "disk full while {context}: nothing of it was committed; free space and reopen")
+                write!(f, "disk full while {context}: not acknowledged; free space and reopen")
             }
             IndexError::ReopenRequired { context } => write!(
                 f,

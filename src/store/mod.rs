@@ -622,11 +622,18 @@ impl Index {
     /// (`None` once one succeeds; a later "reopen required" keeps the error
     /// that caused it). With background maintenance, flushes and merges
     /// run on threads of their own and keep an outcome each: the flush
-    /// thread's error comes first. The commit itself stood; its documents
-    /// stay pending until a flush succeeds.
+    /// thread's error comes first, unless it is a "reopen required" that
+    /// the merge thread's error caused (a merge that hit a full disk leaves
+    /// the catalog unusable, and the next flush says so). The commit itself
+    /// stood; its documents stay pending until a flush succeeds.
     pub fn maintenance_error(&self) -> Option<String> {
-        let flush = lock(&self.inner.maintenance_error).as_ref().map(ToString::to_string);
-        flush.or_else(|| lock(&self.inner.merge_error).as_ref().map(ToString::to_string))
+        let flush = lock(&self.inner.maintenance_error);
+        let merge = lock(&self.inner.merge_error);
+        let cause = match (flush.as_ref(), merge.as_ref()) {
+            (Some(IndexError::ReopenRequired { .. }), Some(merge)) => Some(merge),
+            (flush, merge) => flush.or(merge),
+        };
+        cause.map(ToString::to_string)
     }
 
     /// Counts describing the index now.
@@ -1104,7 +1111,10 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// Catalog and I/O errors ([`IndexError::DiskFull`] among them) of the
-    /// commit itself: nothing staged was acknowledged.
+    /// commit itself: nothing staged was acknowledged. As after a crash
+    /// during a commit, the changes may still have landed (redb frees pages
+    /// after its commit point, and an I/O error there fails the call): after
+    /// reopening, a key looked up tells which.
     pub fn commit(mut self) -> Result<usize, IndexError> {
         let txn = self.txn.take().ok_or(IndexError::ReadOnly)?;
         {
