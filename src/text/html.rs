@@ -135,16 +135,7 @@ impl<'a> TextWriter<'a> {
             // A run of words separated by single plain spaces is already
             // collapsed: copy it whole rather than word by word.
             let start = i;
-            loop {
-                while i < bytes.len() && !is_html_space(bytes[i]) {
-                    i += 1;
-                }
-                if i + 1 < bytes.len() && bytes[i] == b' ' && !is_html_space(bytes[i + 1]) {
-                    i += 1;
-                    continue;
-                }
-                break;
-            }
+            i = collapsed_run_end(bytes, i);
             self.flush();
             self.out.push_str(&chunk[start..i]);
         }
@@ -168,6 +159,35 @@ impl<'a> TextWriter<'a> {
 
 fn is_html_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0c')
+}
+
+/// The end of the run of words separated by single plain spaces that
+/// starts at `i` (a byte that is not white space): the first white space
+/// byte that is not a plain space followed by a byte that is not white
+/// space, or the end. Eight bytes at a time while they are plainly inside
+/// the run (every byte below `!` is a space, and none is followed by
+/// another byte below `!`), one at a time otherwise: most text is words and
+/// single spaces.
+fn collapsed_run_end(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // 0x80 in each byte of `w` below `n` (at most 0x80): exact, as no sum
+    // carries into the next byte.
+    let below = |w: u64, n: u64| !(((w & (0x7F * ONES)) + (0x80 - n) * ONES) | w) & (0x80 * ONES);
+    let word = |at: usize| bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    loop {
+        // (Byte k of `next` is the one after byte k of `w`.)
+        while let (Some(w), Some(next)) = (word(i), word(i + 1)) {
+            if below(w, 0x20) != 0 || below(w, 0x21) & below(next, 0x21) != 0 {
+                break;
+            }
+            i += 8;
+        }
+        match bytes.get(i) {
+            Some(&b) if !is_html_space(b) => i += 1,
+            Some(b' ') if bytes.get(i + 1).is_some_and(|&n| !is_html_space(n)) => i += 1,
+            _ => return i,
+        }
+    }
 }
 
 struct Markup {
@@ -509,6 +529,45 @@ fn numeric_ref_char(value: u32) -> char {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`collapsed_run_end`] one byte at a time.
+    fn collapsed_run_end_bytewise(bytes: &[u8], mut i: usize) -> usize {
+        loop {
+            while i < bytes.len() && !is_html_space(bytes[i]) {
+                i += 1;
+            }
+            if i + 1 < bytes.len() && bytes[i] == b' ' && !is_html_space(bytes[i + 1]) {
+                i += 1;
+                continue;
+            }
+            return i;
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn collapsed_runs_end_where_the_bytewise_scan_says(
+            parts in proptest::collection::vec("[a-z]{0,12}|[ ]{1,2}|[\\t\\n\\r\\x0c\\x01\\x1f!]|\\PC{1,2}", 0..30),
+            start in 0usize..16,
+        ) {
+            let text = parts.concat();
+            let bytes = text.as_bytes();
+            for i in (start.min(bytes.len())..bytes.len()).filter(|&i| !is_html_space(bytes[i])) {
+                proptest::prop_assert_eq!(collapsed_run_end(bytes, i), collapsed_run_end_bytewise(bytes, i), "{:?} at {}", text, i);
+            }
+        }
+    }
+
+    #[test]
+    fn a_collapsed_run_ends_at_double_or_other_white_space() {
+        let text = "words with single spaces, then  two; a\ttab and an end ";
+        let b = text.as_bytes();
+        assert_eq!(collapsed_run_end(b, 0), text.find("  ").unwrap());
+        let after = text.find("two").unwrap();
+        assert_eq!(collapsed_run_end(b, after), text.find('\t').unwrap());
+        let tab = text.find("tab").unwrap();
+        assert_eq!(collapsed_run_end(b, tab), text.len() - 1);
+    }
 
     #[test]
     fn drops_markup_scripts_styles_and_comments() {
