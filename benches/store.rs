@@ -85,31 +85,43 @@ impl Corpus {
 
 /// Generates and signs pages `0..n` on two threads, handing each signature
 /// to `consume` in order of arrival.
-fn produce(corpus: &Corpus, signer: &Signer, n: u64, mut consume: impl FnMut(u64, DocumentSignature)) {
+/// Generates and signs pages `0..n` on two threads and hands them to
+/// `consume` in the calling thread; returns the seconds the two threads
+/// spent waiting for room in the queue (the consumer falling behind).
+fn produce(corpus: &Corpus, signer: &Signer, n: u64, mut consume: impl FnMut(u64, DocumentSignature)) -> f64 {
     // Handed over 100 at a time: one channel operation per page costs a
     // visible share of the time in thread wake-ups.
     let (tx, rx) = sync_channel::<Vec<(u64, DocumentSignature)>>(64);
     std::thread::scope(|scope| {
-        for worker in 0..2u64 {
-            let tx = tx.clone();
-            scope.spawn(move || {
-                let mut scratch = neardex::Scratch::default();
-                let mut chunk = Vec::with_capacity(100);
-                for i in (worker..n).step_by(2) {
-                    let page = corpus.page(i);
-                    chunk.push((i, signer.sign_html_with(page.as_bytes(), &mut scratch)));
-                    if chunk.len() == 100 && tx.send(std::mem::take(&mut chunk)).is_err() {
-                        return;
+        let workers: Vec<_> = (0..2u64)
+            .map(|worker| {
+                let tx = tx.clone();
+                scope.spawn(move || {
+                    let mut scratch = neardex::Scratch::default();
+                    let mut chunk = Vec::with_capacity(100);
+                    let mut blocked = 0.0;
+                    for i in (worker..n).step_by(2) {
+                        let page = corpus.page(i);
+                        chunk.push((i, signer.sign_html_with(page.as_bytes(), &mut scratch)));
+                        if chunk.len() == 100 {
+                            let sending = Instant::now();
+                            if tx.send(std::mem::take(&mut chunk)).is_err() {
+                                break;
+                            }
+                            blocked += sending.elapsed().as_secs_f64();
+                        }
                     }
-                }
-                let _ = tx.send(chunk);
-            });
-        }
+                    let _ = tx.send(chunk);
+                    blocked
+                })
+            })
+            .collect();
         drop(tx);
         for (i, signature) in rx.into_iter().flatten() {
             consume(i, signature);
         }
-    });
+        workers.into_iter().map(|w| w.join().expect("signing thread")).sum()
+    })
 }
 
 fn rss_kib() -> u64 {
@@ -246,7 +258,7 @@ fn ingest(
             flush_secs += spent;
         }
     };
-    produce(corpus, signer, n, |i, s| {
+    let blocked = produce(corpus, signer, n, |i, s| {
         let key = format!("https://news.example/{i}");
         key_bytes += key.len() as u64;
         logical += s.vector.distinct() * 12;
@@ -279,8 +291,8 @@ fn ingest(
     println!(
         "  of which in commit(): {commit_secs:.1} s ({flush_secs:.1} s in commits that flushed inline) of {wall:.1} s; \
          CPU {cpu:.1} s ({:.0}% of 2 cores: writer thread {writer_cpu:.1} s, background flush thread \
-         {flush_cpu:.1} s, merge thread {merge_cpu:.1} s); catalog {catalog} bytes, segments {} bytes; \
-         peak RSS of the process so far {} MiB",
+         {flush_cpu:.1} s, merge thread {merge_cpu:.1} s); the signing threads waited {blocked:.1} s for \
+         the writer; catalog {catalog} bytes, segments {} bytes; peak RSS of the process so far {} MiB",
         cpu / wall * 50.0,
         stats.bytes_on_disk - catalog,
         peak_rss_mib()
@@ -337,7 +349,7 @@ fn main() {
     let start = Instant::now();
     let cpu_start = cpu_seconds();
     let mut signatures = 0u64;
-    produce(&corpus, &signer, n, |_, s| signatures += s.vector.total());
+    let _ = produce(&corpus, &signer, n, |_, s| signatures += s.vector.total());
     let wall = start.elapsed().as_secs_f64();
     let baseline = n as f64 / wall;
     println!(
