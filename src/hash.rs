@@ -40,7 +40,12 @@ pub struct Fingerprint(pub u128);
 impl Fingerprint {
     /// The fingerprint of normalised text (tokens joined by single spaces).
     pub fn of_normalized(text: &str, seed: u64) -> Self {
-        Fingerprint(xxh3_128_with_seed(text.as_bytes(), seed))
+        Self::of_normalized_bytes(text.as_bytes(), seed)
+    }
+
+    /// [`Self::of_normalized`] of the text's UTF-8 bytes.
+    pub fn of_normalized_bytes(text: &[u8], seed: u64) -> Self {
+        Fingerprint(xxh3_128_with_seed(text, seed))
     }
 
     /// Little-endian bytes, as stored on disk.

@@ -31,7 +31,8 @@ pub struct Scratch {
     tokens: Tokens,
     classes: Vec<u64>,
     hashes: Vec<u64>,
-    joined: String,
+    /// The tokens joined by single spaces (valid UTF-8).
+    joined: Vec<u8>,
     shingle: String,
 }
 
@@ -111,8 +112,8 @@ impl Signer {
     /// [`Self::sign_text`] with reusable buffers.
     pub fn sign_text_with(&self, text: &str, scratch: &mut Scratch) -> DocumentSignature {
         scratch.tokens.tokenize(text);
-        scratch.tokens.join_into(&mut scratch.joined);
-        let fingerprint = Fingerprint::of_normalized(&scratch.joined, self.config.hash_seed);
+        scratch.tokens.join_bytes_into(&mut scratch.joined);
+        let fingerprint = Fingerprint::of_normalized_bytes(&scratch.joined, self.config.hash_seed);
         scratch.hashes.clear();
         self.hashes_of_tokens(scratch);
         let vector = SignatureVector::from_hashes(std::mem::take(&mut scratch.hashes));
@@ -140,7 +141,7 @@ impl Signer {
     pub fn signature_hashes(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<u64>) {
         scratch.tokens.tokenize(text);
         if matches!(self.extractor, Extractor::Chars(_)) {
-            scratch.tokens.join_into(&mut scratch.joined);
+            scratch.tokens.join_bytes_into(&mut scratch.joined);
         }
         std::mem::swap(&mut scratch.hashes, out);
         self.hashes_of_tokens(scratch);
@@ -157,7 +158,14 @@ impl Signer {
             Extractor::Words(k) => {
                 word_shingle_hashes(&scratch.tokens, *k, seed, &mut scratch.shingle, &mut scratch.hashes)
             }
-            Extractor::Chars(k) => char_shingle_hashes(&scratch.joined, *k, seed, &mut scratch.hashes),
+            Extractor::Chars(k) => {
+                let joined = match std::str::from_utf8(&scratch.joined) {
+                    Ok(text) => std::borrow::Cow::Borrowed(text),
+                    // Not reached: whole tokens and spaces are valid UTF-8.
+                    Err(_) => std::borrow::Cow::Owned(scratch.tokens.joined()),
+                };
+                char_shingle_hashes(&joined, *k, seed, &mut scratch.hashes)
+            }
         }
         let filter = &self.config.frequency_filter;
         if !filter.is_empty() {

@@ -197,9 +197,17 @@ impl Tokens {
     /// is overwritten by what follows): most tokens are one fixed-size move
     /// instead of a call to copy a few bytes.
     pub fn join_into(&self, out: &mut String) {
+        let mut bytes = std::mem::take(out).into_bytes();
+        self.join_bytes_into(&mut bytes);
+        // Whole tokens of valid text and spaces: valid UTF-8.
+        *out = String::from_utf8(bytes).unwrap_or_else(|_| self.iter().collect::<Vec<_>>().join(" "));
+    }
+
+    /// [`Self::join_into`] as bytes, not checked again as UTF-8 (they are
+    /// whole tokens of a `str` and spaces): what a fingerprint hashes.
+    pub fn join_bytes_into(&self, bytes: &mut Vec<u8>) {
         const BLOCK: usize = 16;
         let text = self.text.as_bytes();
-        let mut bytes = std::mem::take(out).into_bytes();
         let total: usize = self.spans.iter().map(|&(start, end)| (end - start) as usize + 1).sum();
         bytes.clear();
         bytes.resize(total + BLOCK, 0);
@@ -222,8 +230,6 @@ impl Tokens {
             at += 1;
         }
         bytes.truncate(at.saturating_sub(1));
-        // Whole tokens of valid text and spaces: valid UTF-8.
-        *out = String::from_utf8(bytes).unwrap_or_else(|_| self.iter().collect::<Vec<_>>().join(" "));
     }
 }
 
