@@ -534,3 +534,66 @@ fn lsh_recall_audit_counts_other_matches() {
     assert!(audit.lsh_matches < audit.exact_matches / 2, "one 64-row band misses most pairs: {audit:?}");
     assert!(audit.recall() < 0.5);
 }
+
+/// A vector of `n` signatures with hashes that no other document draws
+/// (random 64-bit values), frequencies 1 to 3.
+fn arb_unique_vector() -> impl Strategy<Value = SignatureVector> {
+    prop::collection::vec((any::<u64>(), 1u32..4), 8..24).prop_map(SignatureVector::from_pairs)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
+        ..ProptestConfig::default()
+    })]
+
+    /// Near-duplicate pairs whose signatures only the two of them hold,
+    /// split between two segments or between a segment and the pending
+    /// documents: the self-join must see that such a signature is shared
+    /// (it skips the look-ups of the signatures no other document holds),
+    /// whichever sources hold the two copies.
+    #[test]
+    fn self_join_finds_pairs_that_hold_their_signatures_alone(
+        originals in prop::collection::vec(arb_unique_vector(), 2..30),
+        copies in prop::collection::vec((0usize..30, 0usize..24, any::<u64>(), 0u8..3), 1..20),
+        set in any::<bool>(),
+        ppb in 500_000_000u32..=1_000_000_000,
+    ) {
+        let measure = if set { Similarity::SetJaccard } else { Similarity::MultisetJaccard };
+        let config = config_with(measure);
+        let dir = tempfile::tempdir().unwrap();
+        let options = IndexOptions { flush_threshold: 100_000, ..IndexOptions::default() };
+        let index = Index::create_with(dir.path(), config.clone(), options).unwrap();
+        // Stage 0 and 1 end in a flush (two segments), stage 2 stays pending.
+        let mut docs: Vec<(SignatureVector, u8)> = originals.iter().map(|v| (v.clone(), 0)).collect();
+        for &(of, drop, hash, stage) in &copies {
+            let original = &originals[of % originals.len()];
+            // One signature replaced by another held by nobody else.
+            let mut pairs: Vec<(u64, u32)> = original.iter().collect();
+            let drop = drop % pairs.len();
+            pairs[drop] = (hash, 1);
+            docs.push((SignatureVector::from_pairs(pairs), stage));
+        }
+        for stage in 0..3u8 {
+            let mut w = index.writer().unwrap();
+            for (n, (vector, _)) in docs.iter().enumerate().filter(|(_, d)| d.1 == stage) {
+                let signature = signature_of(&config, vector.clone(), n as u64);
+                w.insert(&n.to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
+            }
+            w.commit().unwrap();
+            if stage < 2 {
+                index.flush().unwrap();
+            }
+        }
+        let s = index.searcher().unwrap();
+        let ids: Vec<u64> = (0..docs.len()).map(|n| s.get(&n.to_string()).unwrap().unwrap().id).collect();
+        let indexed: Vec<(u64, &SignatureVector)> = ids.iter().copied().zip(docs.iter().map(|d| &d.0)).collect();
+        let tau = Threshold::from_ppb(ppb).unwrap();
+        let mut expected = oracle::self_join(&indexed, measure, tau);
+        let mut got = Vec::new();
+        s.self_join(tau, |p| got.push(p)).unwrap();
+        got.sort_unstable_by_key(|p| (p.a, p.b));
+        expected.sort_unstable_by_key(|p| (p.a, p.b));
+        prop_assert_eq!(got, expected);
+    }
+}

@@ -81,6 +81,10 @@ pub enum Pruning {
 #[derive(Debug, Default)]
 pub(super) struct Ranks {
     lengths: super::delta::MixMap<u64, u64>,
+    /// The keys of `lengths`: most query signatures are in no frequent
+    /// section, and this small filter says so without the map's cache
+    /// misses.
+    listed: KeyFilter,
 }
 
 impl Ranks {
@@ -92,7 +96,18 @@ impl Ranks {
                 *sum = sum.saturating_add(len);
             }
         }
-        Ranks { lengths }
+        let mut listed = KeyFilter::sized(lengths.len());
+        lengths.keys().for_each(|&hash| listed.insert(hash));
+        Ranks { lengths, listed }
+    }
+
+    /// The estimated list length of a listed signature.
+    fn length(&self, hash: u64) -> Option<u64> {
+        if self.listed.may_hold(hash) {
+            self.lengths.get(&hash).copied()
+        } else {
+            None
+        }
     }
 
     /// The query's signatures with their weights, rarest first: unlisted
@@ -101,16 +116,44 @@ impl Ranks {
     /// weight before a signature, says no segment will look it up. The
     /// unlisted signatures often make that weight alone, and then the
     /// listed ones are neither sorted nor all ranked.
-    fn order(&self, query: &SignatureVector, measure: Similarity, enough: impl Fn(u64) -> bool) -> Vec<(u64, u64)> {
+    ///
+    /// With `alone` (a self-join probe), the unlisted signatures that
+    /// no other document holds are left out of the order and their
+    /// summed weight is returned: they count as processed from the start
+    /// everywhere, with no look-up. A listed signature has a long list
+    /// somewhere, so it is never alone.
+    fn order(
+        &self,
+        query: &SignatureVector,
+        measure: Similarity,
+        alone: Option<&SharedSignatures>,
+        enough: impl Fn(u64) -> bool,
+    ) -> (Vec<(u64, u64)>, u64) {
         let mut order = Vec::new();
         let mut listed = Vec::new();
-        let mut visited = 0;
-        for (hash, weight) in weights(query, measure) {
-            if enough(visited) {
-                return order;
+        let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
+        let mut held_by_none = 0;
+        if let Some(shared) = alone {
+            // The signatures held by no other document come first, whatever
+            // their hash. The filter's words are read with no branch on
+            // the outcome, so that their cache misses overlap.
+            let mut kept = 0;
+            for i in 0..signatures.len() {
+                let (hash, weight) = signatures[i];
+                let may = shared.may_hold(hash);
+                held_by_none += if may { 0 } else { weight };
+                signatures[kept] = (hash, weight);
+                kept += usize::from(may);
             }
-            match self.lengths.get(&hash) {
-                Some(&length) => listed.push((length, hash, weight)),
+            signatures.truncate(kept);
+        }
+        let mut visited = held_by_none;
+        for (hash, weight) in signatures {
+            if enough(visited) {
+                return (order, held_by_none);
+            }
+            match self.length(hash) {
+                Some(length) => listed.push((length, hash, weight)),
                 None => {
                     order.push((hash, weight));
                     visited += weight;
@@ -125,7 +168,144 @@ impl Ranks {
             order.push((hash, weight));
             visited += weight;
         }
-        order
+        (order, held_by_none)
+    }
+}
+
+/// The signatures that two or more documents of a snapshot may hold: a
+/// Bloom filter ([`KeyFilter`]) of the posting keys that have a list of
+/// several documents in some segment, or that several sources (segments,
+/// the pending documents) list. A self-join probe needs no look-up for a signature
+/// the filter does not hold: only the probe holds it. False positives
+/// only cost look-ups; there are no false negatives, so the join stays
+/// exact. Deleted documents are counted, which also only costs look-ups.
+///
+/// Built by one merge of the segments' sorted key sections (and the
+/// pending documents' sorted signatures), cut by the keys' top bits into
+/// ranges merged on all cores.
+#[derive(Debug)]
+pub(super) struct SharedSignatures {
+    filter: KeyFilter,
+}
+
+impl SharedSignatures {
+    /// Key ranges (by their top bits) merged as separate units of work.
+    const RANGE_BITS: u32 = 8;
+
+    fn build(searcher: &Searcher) -> Result<SharedSignatures, IndexError> {
+        use rayon::prelude::*;
+        // The pending documents' signatures: a hash in two of them is shared.
+        let mut pending: Vec<u64> =
+            searcher.state.delta.values().flat_map(|doc| doc.vector.hashes().iter().copied()).collect();
+        pending.par_sort_unstable();
+        let pending: Vec<(u64, bool)> = pending.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() > 1)).collect();
+        let segments: Vec<_> = searcher.state.segments.values().collect();
+        let shared: Vec<Vec<u64>> = (0..1u64 << Self::RANGE_BITS)
+            .into_par_iter()
+            .map(|range| {
+                let lo = range << (64 - Self::RANGE_BITS);
+                let hi = lo | (u64::MAX >> Self::RANGE_BITS);
+                let keys: Vec<Vec<(u64, bool)>> = segments
+                    .iter()
+                    .map(|loaded| loaded.segment.posting_keys_between(lo, hi))
+                    .collect::<Result<_, _>>()?;
+                let from = pending.partition_point(|k| k.0 < lo);
+                let to = pending.partition_point(|k| k.0 <= hi);
+                let mut sources: Vec<&[(u64, bool)]> = keys.iter().map(Vec::as_slice).collect();
+                sources.push(&pending[from..to]);
+                Ok(shared_keys(&sources))
+            })
+            .collect::<Result<_, IndexError>>()?;
+        Ok(Self::from_ranges(&shared))
+    }
+
+    /// The filter of the shared keys of each of the `2^RANGE_BITS` key
+    /// ranges.
+    fn from_ranges(shared: &[Vec<u64>]) -> SharedSignatures {
+        let total: usize = shared.iter().map(Vec::len).sum();
+        let mut filter = KeyFilter::sized(total);
+        shared.iter().flatten().for_each(|&key| filter.insert(key));
+        SharedSignatures { filter }
+    }
+
+    /// False only if at most one document holds `hash`.
+    fn may_hold(&self, hash: u64) -> bool {
+        self.filter.may_hold(hash)
+    }
+}
+
+/// A Bloom filter of 64-bit hash keys: one 64-bit word a key, chosen by
+/// the key's top bits, with four bits set in it; 12 bits a key, so
+/// that the filter of a large index still fits a processor's last-level
+/// cache better than the index's own key directories. No false
+/// negatives; the empty filter (no words) holds every key.
+#[derive(Debug, Default)]
+struct KeyFilter {
+    words: Vec<u64>,
+}
+
+impl KeyFilter {
+    /// An empty filter for about `keys` keys.
+    fn sized(keys: usize) -> KeyFilter {
+        KeyFilter { words: vec![0; (keys * 12).div_ceil(64).max(1)] }
+    }
+
+    /// The word of `key`: the key scaled to the word count (so chosen by
+    /// its top bits).
+    fn word(&self, key: u64) -> usize {
+        ((u128::from(key) * self.words.len() as u128) >> 64) as usize
+    }
+
+    /// Four bits of a word, from a multiplicative remix of the key (whose
+    /// top bits chose the word).
+    fn mask(key: u64) -> u64 {
+        let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        1 << (h >> 58) | 1 << ((h >> 52) & 63) | 1 << ((h >> 46) & 63) | 1 << ((h >> 40) & 63)
+    }
+
+    fn insert(&mut self, key: u64) {
+        let w = self.word(key);
+        self.words[w] |= Self::mask(key);
+    }
+
+    /// False only if `key` was never inserted. Reads one word, with no
+    /// branch on it.
+    fn may_hold(&self, key: u64) -> bool {
+        let mask = Self::mask(key);
+        let word = self.words.get(self.word(key)).copied().unwrap_or(u64::MAX);
+        word & mask == mask
+    }
+}
+
+/// The keys that, across `sources` (each ascending, each key with whether
+/// its list may hold several documents), more than one document may hold:
+/// those listed by two or more sources or with a list of several.
+fn shared_keys(sources: &[&[(u64, bool)]]) -> Vec<u64> {
+    let mut at = vec![0usize; sources.len()];
+    let mut out = Vec::new();
+    loop {
+        let mut min = None;
+        for (source, &i) in sources.iter().zip(&at) {
+            if let Some(&(key, _)) = source.get(i) {
+                if min.is_none_or(|m| key < m) {
+                    min = Some(key);
+                }
+            }
+        }
+        let Some(min) = min else { return out };
+        let (mut holders, mut several) = (0, false);
+        for (source, i) in sources.iter().zip(at.iter_mut()) {
+            if let Some(&(key, many)) = source.get(*i) {
+                if key == min {
+                    holders += 1;
+                    several |= many;
+                    *i += 1;
+                }
+            }
+        }
+        if holders > 1 || several {
+            out.push(min);
+        }
     }
 }
 
@@ -244,6 +424,10 @@ struct Plan<'q> {
     order: &'q [(u64, u64)],
     /// Only documents after this one are wanted (self-join probes).
     after: Option<After>,
+    /// The summed weight of the query's signatures that no other document
+    /// holds (self-join probes; left out of `order`): processed, in every
+    /// source, from the start.
+    alone: u64,
 }
 
 impl Plan<'_> {
@@ -367,7 +551,7 @@ impl Searcher {
         pruning: Pruning,
     ) -> Result<(Vec<Match>, QueryStats), IndexError> {
         let mut sink = Sink::threshold(tau);
-        let stats = self.run_query(query, pruning, &mut sink, None)?;
+        let stats = self.run_query(query, pruning, &mut sink, None, None)?;
         let mut out = sink.matches;
         out.sort_unstable_by_key(|m| m.id);
         Ok((out, stats))
@@ -375,13 +559,16 @@ impl Searcher {
 
     /// Runs a query over every segment and the delta into `sink`, whose
     /// threshold may rise as matches arrive (top-k); with `after`, only
-    /// documents after that probe are wanted.
+    /// documents after that probe are wanted, and `shared`, if given,
+    /// holds every signature that another document than the probe may
+    /// hold.
     fn run_query(
         &self,
         query: &SignatureVector,
         pruning: Pruning,
         sink: &mut Sink,
         after: Option<After>,
+        shared: Option<&SharedSignatures>,
     ) -> Result<QueryStats, IndexError> {
         let measure = self.signer.config().similarity;
         let len_q = measure.length(query);
@@ -395,14 +582,14 @@ impl Searcher {
         if let Some(after) = after {
             window.min = window.min.max(after.length);
         }
-        let order = if pruning == Pruning::Full && !self.state.segments.is_empty() {
+        let (order, alone) = if pruning == Pruning::Full && !self.state.segments.is_empty() {
             let ranks = self.state.ranks.get_or_init(|| Ranks::build(self.state.segments.values().map(|l| &l.segment)));
             let stop = break_weight(measure, window, len_q, sink.tau);
-            ranks.order(query, measure, |visited| visited >= stop)
+            ranks.order(query, measure, shared.filter(|_| after.is_some()), |visited| visited >= stop)
         } else {
-            weights(query, measure).collect()
+            (weights(query, measure).collect(), 0)
         };
-        let plan = Plan { query, measure, window, pruning, order: &order, after };
+        let plan = Plan { query, measure, window, pruning, order: &order, after, alone };
         for loaded in self.state.segments.values() {
             self.query_segment(&loaded.segment, &plan, sink, &mut stats)?;
         }
@@ -439,6 +626,7 @@ impl Searcher {
         let len_q = measure.length(query);
         let Ok(WeightedLists { mut lists, absent, .. }) =
             weighted_lists(plan.order, |_| false, |hash| Ok::<_, std::convert::Infallible>(index.posting(hash)));
+        let absent = absent + plan.alone;
         lists.sort_by_key(|l| l.0.len());
         let full = pruning == Pruning::Full;
         // The δ1 break point, as in `query_segment` (the threshold only
@@ -506,7 +694,7 @@ impl Searcher {
         sink: &mut Sink,
         stats: &mut QueryStats,
     ) -> Result<(), IndexError> {
-        let &Plan { query, measure, window, pruning, order, .. } = plan;
+        let &Plan { query, measure, window, pruning, order, alone, .. } = plan;
         // Ordinals are in ascending multiset length, so for the multiset
         // measures the window is an ordinal range and lists ascend in
         // length. Under set Jaccard the length is the distinct count, which
@@ -528,9 +716,10 @@ impl Searcher {
         // visited, found or absent, fails the bound: the walk below would
         // break before any later list.
         let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
-        let enough = |visited| visited >= stop;
+        let enough = |visited| alone + visited >= stop;
         let WeightedLists { lists: found, absent, skipped } =
             weighted_lists(order, enough, |hash| segment.posting_list(hash))?;
+        let absent = absent + alone;
         // Signatures past the cut of the order are skipped as well.
         stats.lists_skipped += skipped + (query.distinct() - order.len() as u64);
         let mut lists: Vec<(u64, u64, PostingList)> = found
@@ -825,13 +1014,14 @@ impl Searcher {
         }
         self.warm_up(WarmUp::Directories);
         let probes = self.join_probes()?;
+        let shared = SharedSignatures::build(self)?;
         for chunk in probes.chunks(JOIN_CHUNK) {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
                 .par_iter()
                 .map(|&probe| {
                     let vector = self.vector_of(probe.id)?;
                     let mut sink = Sink::threshold(tau);
-                    self.run_query(&vector, Pruning::Full, &mut sink, Some(probe))?;
+                    self.run_query(&vector, Pruning::Full, &mut sink, Some(probe), Some(&shared))?;
                     let mut matches = sink.matches;
                     matches.sort_unstable_by_key(|m| m.id);
                     Ok(matches
@@ -947,7 +1137,7 @@ impl Searcher {
             return Ok(Vec::new());
         }
         let mut sink = Sink { tau: tau_min, keep: Some(k), matches: Vec::new() };
-        self.run_query(query, Pruning::Full, &mut sink, None)?;
+        self.run_query(query, Pruning::Full, &mut sink, None, None)?;
         sink.settle(k);
         Ok(sink.matches)
     }
@@ -967,4 +1157,55 @@ impl Searcher {
 pub fn explain_vectors(measure: Similarity, a: &SignatureVector, b: &SignatureVector) -> Explanation {
     let shared = a.iter().map(|(h, fa)| (h, fa, b.freq(h))).filter(|&(_, _, fb)| fb > 0).collect();
     Explanation { shared, lengths: (measure.length(a), measure.length(b)), overlap: measure.overlap(a, b), measure }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shared_keys, SharedSignatures};
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        /// The merge finds exactly the keys that several documents hold
+        /// (by brute-force counting), and the filter holds every one of
+        /// them while rejecting most keys one document holds.
+        #[test]
+        fn the_shared_signatures_are_the_keys_several_documents_hold(
+            sources in prop::collection::vec(prop::collection::btree_map(0u64..3000, 0u8..8, 0..400), 0..6),
+        ) {
+            // Keys drawn from few values (so that sources share some),
+            // spread over u64 by an odd multiplier; a key's list holds one
+            // document unless its value is 0.
+            let sources: Vec<Vec<(u64, bool)>> = sources
+                .iter()
+                .map(|s| {
+                    let mut keys: Vec<(u64, bool)> =
+                        s.iter().map(|(&k, &v)| (k.wrapping_mul(0xD6E8_FEB8_6659_FD93), v == 0)).collect();
+                    keys.sort_unstable();
+                    keys
+                })
+                .collect();
+            let mut holders: BTreeMap<u64, u32> = BTreeMap::new();
+            for source in &sources {
+                for &(key, several) in source {
+                    *holders.entry(key).or_default() += if several { 2 } else { 1 };
+                }
+            }
+            let expected: Vec<u64> = holders.iter().filter(|(_, &n)| n > 1).map(|(&k, _)| k).collect();
+            let slices: Vec<&[(u64, bool)]> = sources.iter().map(Vec::as_slice).collect();
+            prop_assert_eq!(&shared_keys(&slices), &expected);
+            let ranges: Vec<Vec<u64>> = (0..1u64 << SharedSignatures::RANGE_BITS)
+                .map(|r| expected.iter().copied().filter(|k| k >> (64 - SharedSignatures::RANGE_BITS) == r).collect())
+                .collect();
+            let filter = SharedSignatures::from_ranges(&ranges);
+            for &key in &expected {
+                prop_assert!(filter.may_hold(key), "{key:#x}");
+            }
+            let alone: Vec<u64> = holders.iter().filter(|(_, &n)| n == 1).map(|(&k, _)| k).collect();
+            let false_positives = alone.iter().filter(|&&k| filter.may_hold(k)).count();
+            // At least 256 words and about 16 bits a shared key: few false
+            // positives.
+            prop_assert!(false_positives * 10 <= alone.len().max(20), "{false_positives} of {}", alone.len());
+        }
+    }
 }

@@ -1320,6 +1320,47 @@ impl<B: AsRef<[u8]>> Segment<B> {
         self.list_in_place(SectionKind::BandOffsets, SectionKind::BandData, i).map(Some)
     }
 
+    /// The posting keys `k` with `lo <= k <= hi`, ascending, each with
+    /// whether its list may hold several documents (every list but an
+    /// inline one-document entry): what the self-join merges to learn
+    /// which signatures only one document holds (`query.rs`).
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the keys do not ascend.
+    pub fn posting_keys_between(&self, lo: u64, hi: u64) -> Result<Vec<(u64, bool)>, IndexError> {
+        let keys = self.section(SectionKind::PostingKeys);
+        let offsets = self.section(SectionKind::PostingOffsets);
+        let n = keys.len() / 8;
+        let (mut a, mut b) = (0, n);
+        while a < b {
+            let mid = a + (b - a) / 2;
+            if le_u64(keys, mid * 8) < lo {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        let mut out = Vec::new();
+        let mut last = None;
+        for i in a..n {
+            let key = le_u64(keys, i * 8);
+            if key > hi {
+                break;
+            }
+            if last.is_some_and(|last| key <= last) {
+                return Err(self.corrupted(SectionKind::PostingKeys, i * 8, "posting keys not ascending"));
+            }
+            last = Some(key);
+            let inline = if self.narrow {
+                le_u32(offsets, i * 4) & NARROW_INLINE != 0
+            } else {
+                le_u64(offsets, i * 8) & INLINE != 0
+            };
+            out.push((key, !inline));
+        }
+        Ok(out)
+    }
+
     fn lookup(
         &self,
         keys: SectionKind,
