@@ -135,12 +135,14 @@ impl Ranks {
         let mut held_by_none = 0;
         if let Some(shared) = alone {
             // The signatures held by no other document come first, whatever
-            // their hash. The filter's words are read with no branch on
-            // the outcome, so that their cache misses overlap.
+            // their hash. The filter's words are all read first, in a loop
+            // with nothing else in it, so that their cache misses overlap;
+            // then tested with no branch on the outcome.
+            let words: Vec<u64> = signatures.iter().map(|&(hash, _)| shared.filter.load(hash)).collect();
             let mut kept = 0;
             for i in 0..signatures.len() {
                 let (hash, weight) = signatures[i];
-                let may = shared.may_hold(hash);
+                let may = KeyFilter::admits(words[i], hash);
                 held_by_none += if may { 0 } else { weight };
                 signatures[kept] = (hash, weight);
                 kept += usize::from(may);
@@ -227,11 +229,6 @@ impl SharedSignatures {
         shared.iter().flatten().for_each(|&key| filter.insert(key));
         SharedSignatures { filter }
     }
-
-    /// False only if at most one document holds `hash`.
-    fn may_hold(&self, hash: u64) -> bool {
-        self.filter.may_hold(hash)
-    }
 }
 
 /// A Bloom filter of 64-bit hash keys: one 64-bit word a key, chosen by
@@ -271,8 +268,17 @@ impl KeyFilter {
     /// False only if `key` was never inserted. Reads one word, with no
     /// branch on it.
     fn may_hold(&self, key: u64) -> bool {
+        Self::admits(self.load(key), key)
+    }
+
+    /// The word of `key` (all ones in the empty filter).
+    fn load(&self, key: u64) -> u64 {
+        self.words.get(self.word(key)).copied().unwrap_or(u64::MAX)
+    }
+
+    /// Whether `word`, `key`'s word, may hold `key`.
+    fn admits(word: u64, key: u64) -> bool {
         let mask = Self::mask(key);
-        let word = self.words.get(self.word(key)).copied().unwrap_or(u64::MAX);
         word & mask == mask
     }
 }
@@ -1197,12 +1203,12 @@ mod tests {
             let ranges: Vec<Vec<u64>> = (0..1u64 << SharedSignatures::RANGE_BITS)
                 .map(|r| expected.iter().copied().filter(|k| k >> (64 - SharedSignatures::RANGE_BITS) == r).collect())
                 .collect();
-            let filter = SharedSignatures::from_ranges(&ranges);
+            let shared = SharedSignatures::from_ranges(&ranges);
             for &key in &expected {
-                prop_assert!(filter.may_hold(key), "{key:#x}");
+                prop_assert!(shared.filter.may_hold(key), "{key:#x}");
             }
             let alone: Vec<u64> = holders.iter().filter(|(_, &n)| n == 1).map(|(&k, _)| k).collect();
-            let false_positives = alone.iter().filter(|&&k| filter.may_hold(k)).count();
+            let false_positives = alone.iter().filter(|&&k| shared.filter.may_hold(k)).count();
             // At least 256 words and about 16 bits a shared key: few false
             // positives.
             prop_assert!(false_positives * 10 <= alone.len().max(20), "{false_positives} of {}", alone.len());
