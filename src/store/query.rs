@@ -418,6 +418,14 @@ struct After {
     id: u64,
 }
 
+/// A self-join probe and where its document is (see
+/// [`Searcher::join_probes`]); ordered by the probe (ids are unique).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct JoinProbe {
+    probe: After,
+    place: (u32, u32),
+}
+
 /// What every segment's part of one query shares.
 struct Plan<'q> {
     query: &'q SignatureVector,
@@ -1021,11 +1029,17 @@ impl Searcher {
         self.warm_up(WarmUp::Directories);
         let probes = self.join_probes()?;
         let shared = SharedSignatures::build(self)?;
+        let segments: Vec<_> = self.state.segments.values().collect();
         for chunk in probes.chunks(JOIN_CHUNK) {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
                 .par_iter()
-                .map(|&probe| {
-                    let vector = self.vector_of(probe.id)?;
+                .map(|&JoinProbe { probe, place }| {
+                    // Read where the probe was found, not looked up by id
+                    // in every segment's id index.
+                    let vector = match segments.get(place.0 as usize) {
+                        Some(loaded) => loaded.segment.vector(place.1)?,
+                        None => self.vector_of(probe.id)?,
+                    };
                     let mut sink = Sink::threshold(tau);
                     self.run_query(&vector, Pruning::Full, &mut sink, Some(probe), Some(&shared))?;
                     let mut matches = sink.matches;
@@ -1048,12 +1062,15 @@ impl Searcher {
     }
 
     /// Every live document as a self-join probe, in ascending (length
-    /// under the measure, id).
-    fn join_probes(&self) -> Result<Vec<After>, IndexError> {
+    /// under the measure, id), with where it is: its segment's position
+    /// among the snapshot's segments and its ordinal there, or
+    /// `(u32::MAX, 0)` for a pending document.
+    fn join_probes(&self) -> Result<Vec<JoinProbe>, IndexError> {
         let measure = self.signer.config().similarity;
         let mut probes = Vec::with_capacity(self.len() as usize);
-        for loaded in self.state.segments.values() {
+        for (position, loaded) in self.state.segments.values().enumerate() {
             let segment = &loaded.segment;
+            let position = u32::try_from(position).unwrap_or(u32::MAX);
             for ordinal in 0..segment.doc_count() {
                 let entry = segment.entry(ordinal)?;
                 if !self.state.deleted.contains(&entry.id) {
@@ -1062,12 +1079,12 @@ impl Searcher {
                     } else {
                         entry.length
                     };
-                    probes.push(After { length, id: entry.id });
+                    probes.push(JoinProbe { probe: After { length, id: entry.id }, place: (position, ordinal) });
                 }
             }
         }
         for (&id, doc) in self.state.delta.iter() {
-            probes.push(After { length: measure.length(&doc.vector), id });
+            probes.push(JoinProbe { probe: After { length: measure.length(&doc.vector), id }, place: (u32::MAX, 0) });
         }
         probes.sort_unstable();
         Ok(probes)
