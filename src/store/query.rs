@@ -129,30 +129,41 @@ impl Ranks {
         alone: Option<&SharedSignatures>,
         enough: impl Fn(u64) -> bool,
     ) -> (Vec<(u64, u64)>, u64) {
+        let Some(shared) = alone else {
+            return (self.rank(weights(query, measure), 0, enough), 0);
+        };
+        // The signatures held by no other document come first, whatever
+        // their hash. The filter's words are all read first, in a loop with
+        // nothing else in it, so that their cache misses overlap; then
+        // tested with no branch on the outcome.
+        let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
+        let words: Vec<u64> = signatures.iter().map(|&(hash, _)| shared.filter.load(hash)).collect();
+        let mut held_by_none = 0;
+        let mut kept = 0;
+        for i in 0..signatures.len() {
+            let (hash, weight) = signatures[i];
+            let may = KeyFilter::admits(words[i], hash);
+            held_by_none += if may { 0 } else { weight };
+            signatures[kept] = (hash, weight);
+            kept += usize::from(may);
+        }
+        signatures.truncate(kept);
+        (self.rank(signatures, held_by_none, enough), held_by_none)
+    }
+
+    /// [`Ranks::order`] of `signatures`, after a weight of `visited`
+    /// counted as processed.
+    fn rank(
+        &self,
+        signatures: impl IntoIterator<Item = (u64, u64)>,
+        mut visited: u64,
+        enough: impl Fn(u64) -> bool,
+    ) -> Vec<(u64, u64)> {
         let mut order = Vec::new();
         let mut listed = Vec::new();
-        let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
-        let mut held_by_none = 0;
-        if let Some(shared) = alone {
-            // The signatures held by no other document come first, whatever
-            // their hash. The filter's words are all read first, in a loop
-            // with nothing else in it, so that their cache misses overlap;
-            // then tested with no branch on the outcome.
-            let words: Vec<u64> = signatures.iter().map(|&(hash, _)| shared.filter.load(hash)).collect();
-            let mut kept = 0;
-            for i in 0..signatures.len() {
-                let (hash, weight) = signatures[i];
-                let may = KeyFilter::admits(words[i], hash);
-                held_by_none += if may { 0 } else { weight };
-                signatures[kept] = (hash, weight);
-                kept += usize::from(may);
-            }
-            signatures.truncate(kept);
-        }
-        let mut visited = held_by_none;
         for (hash, weight) in signatures {
             if enough(visited) {
-                return (order, held_by_none);
+                return order;
             }
             match self.length(hash) {
                 Some(length) => listed.push((length, hash, weight)),
@@ -170,7 +181,7 @@ impl Ranks {
             order.push((hash, weight));
             visited += weight;
         }
-        (order, held_by_none)
+        order
     }
 }
 
