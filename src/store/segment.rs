@@ -19,7 +19,7 @@ pub use merge::{merge_segments, merges_in_place};
 /// First eight bytes of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"NDXSEGMT";
 /// The segment format version this build writes and reads.
-pub const SEGMENT_VERSION: u32 = 4;
+pub const SEGMENT_VERSION: u32 = 5;
 /// The oldest segment format version this build reads.
 pub const SEGMENT_VERSION_MIN: u32 = 1;
 const HEADER_LEN: usize = 64;
@@ -258,8 +258,11 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'_>>, width: E
         band_buckets.extend(doc.band_keys.iter().take(bands as usize).map(|&key| (key, ordinal)));
     }
     let (low, high) = sections.split_at_mut(8);
-    let (posting_table, band_table) =
-        rayon::join(|| write_bitmap_table(postings, &mut low[4]), || write_bitmap_table(band_buckets, &mut high[0]));
+    let doc_count = docs.len() as u32;
+    let (posting_table, band_table) = rayon::join(
+        || write_bitmap_table(postings, doc_count, &mut low[4]),
+        || write_bitmap_table(band_buckets, doc_count, &mut high[0]),
+    );
     let tables = Tables::place(&mut sections, posting_table, band_table);
     let fingerprints = docs.iter().map(|d| d.fingerprint.0).collect();
     let ids = docs.iter().map(|d| d.id).collect();
@@ -324,8 +327,9 @@ fn assemble(
     let Tables { posting_entries, band_entries, mut frequent } = tables;
     let Ordinals { ids, fingerprints, entries } = ordinals;
     let doc_count = ids.len();
-    // Narrow entries hold an offset or (flagged) an ordinal in 31 bits.
-    let fits = |data: &[u8]| data.len() <= NARROW_INLINE as usize;
+    // Narrow entries hold an ordinal in 31 bits, or an offset in 30
+    // (flagged packed or not).
+    let fits = |data: &[u8]| data.len() <= NARROW_PACKED as usize;
     let narrow = width == EntryWidth::Narrowest
         && doc_count <= NARROW_INLINE as usize
         && fits(&sections[6])
@@ -392,8 +396,10 @@ fn encode_entries(entries: &[Entry], narrow: bool) -> Vec<u8> {
         match (*entry, narrow) {
             (Entry::Inline(ordinal), true) => out.extend_from_slice(&(NARROW_INLINE | ordinal).to_le_bytes()),
             (Entry::Offset(offset), true) => out.extend_from_slice(&(offset as u32).to_le_bytes()),
+            (Entry::Packed(offset), true) => out.extend_from_slice(&(NARROW_PACKED | offset as u32).to_le_bytes()),
             (Entry::Inline(ordinal), false) => out.extend_from_slice(&(INLINE | u64::from(ordinal)).to_le_bytes()),
             (Entry::Offset(offset), false) => out.extend_from_slice(&offset.to_le_bytes()),
+            (Entry::Packed(offset), false) => out.extend_from_slice(&(PACKED | offset).to_le_bytes()),
         }
     }
     out
@@ -410,6 +416,21 @@ const INLINE: u64 = 1 << 63;
 /// The same mark in a four-byte entry (format version 3), whose low 31
 /// bits hold the ordinal or the offset.
 const NARROW_INLINE: u32 = 1 << 31;
+/// Marks an eight-byte entry (format version 5) whose offset is that of a
+/// packed list rather than a bitmap.
+const PACKED: u64 = 1 << 62;
+/// The same mark in a four-byte entry (format version 5), whose low 30
+/// bits hold the offset.
+const NARROW_PACKED: u32 = 1 << 30;
+/// The most ordinals a packed list holds (its count is a byte).
+const PACKED_MAX: usize = u8::MAX as usize;
+
+/// The bytes of each ordinal of a packed list in a segment of
+/// `doc_count` documents: the fewest that hold its largest ordinal.
+fn packed_width(doc_count: u32) -> usize {
+    let largest = doc_count.saturating_sub(1);
+    (((32 - largest.leading_zeros()) as usize).div_ceil(8)).max(1)
+}
 
 /// One entry of an offsets section, before it is encoded.
 #[derive(Debug, Clone, Copy)]
@@ -418,16 +439,18 @@ enum Entry {
     Inline(u32),
     /// The offset of a list's bitmap in the data section.
     Offset(u64),
+    /// The offset of a packed list in the data section.
+    Packed(u64),
 }
 
 /// Writes the keys of a bitmap table into `keys` and its lists into the
 /// returned writer (see [`TableWriter`]), from `(key, ordinal)` pairs in
 /// any order.
-fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, keys: &mut Vec<u8>) -> TableWriter {
+fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32, keys: &mut Vec<u8>) -> TableWriter {
     sort_pairs(&mut pairs);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
-    let mut table = TableWriter::default();
+    let mut table = TableWriter::new(doc_count);
     let mut ordinals = Vec::new();
     let mut i = 0;
     while i < pairs.len() {
@@ -443,10 +466,11 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, keys: &mut Vec<u8>) -> TableWr
 
 /// The lists of a bitmap table as they are written, in ascending key
 /// order (the writer's and the merge's).
-#[derive(Default)]
 struct TableWriter {
-    /// The data section: serialized bitmaps.
+    /// The data section: packed lists and serialized bitmaps.
     data: Vec<u8>,
+    /// The bytes of a packed list's ordinals ([`packed_width`]).
+    width: usize,
     entries: Vec<Entry>,
     /// The keys whose lists hold at least [`FREQUENT_MIN`] ordinals, with
     /// their lengths: the candidates for the frequent section.
@@ -454,10 +478,17 @@ struct TableWriter {
 }
 
 impl TableWriter {
+    /// A writer for the tables of a segment of `doc_count` documents.
+    fn new(doc_count: u32) -> TableWriter {
+        TableWriter { data: Vec::new(), width: packed_width(doc_count), entries: Vec::new(), lengths: Vec::new() }
+    }
+
     /// Appends `key` to `keys` and its list of `ordinals` (ascending, not
     /// empty): in its entry when it has one ordinal (most signatures occur
-    /// in one document of a segment), else as a roaring bitmap in the data
-    /// section, the entry holding its offset.
+    /// in one document of a segment), else in the data section, the entry
+    /// holding its offset: packed (a count byte, then each ordinal in
+    /// `width` bytes) when that is smaller than the roaring bitmap, as most
+    /// lists of a few documents are, else as the bitmap.
     fn push(&mut self, key: u64, ordinals: &[u32], keys: &mut Vec<u8>) {
         if ordinals.len() as u64 >= FREQUENT_MIN {
             self.lengths.push((key, ordinals.len() as u64));
@@ -465,10 +496,19 @@ impl TableWriter {
         keys.extend_from_slice(&key.to_le_bytes());
         if let [ordinal] = ordinals {
             self.entries.push(Entry::Inline(*ordinal));
+            return;
+        }
+        let offset = self.data.len() as u64;
+        let mut bitmap = RoaringBitmap::new();
+        bitmap.append(ordinals.iter().copied()).unwrap_or_default();
+        if ordinals.len() <= PACKED_MAX && 1 + ordinals.len() * self.width < bitmap.serialized_size() {
+            self.entries.push(Entry::Packed(offset));
+            self.data.push(ordinals.len() as u8);
+            for ordinal in ordinals {
+                self.data.extend_from_slice(&ordinal.to_le_bytes()[..self.width]);
+            }
         } else {
-            self.entries.push(Entry::Offset(self.data.len() as u64));
-            let mut bitmap = RoaringBitmap::new();
-            bitmap.append(ordinals.iter().copied()).unwrap_or_default();
+            self.entries.push(Entry::Offset(offset));
             // Writing into a Vec cannot fail.
             let _ = bitmap.serialize_into(&mut self.data);
         }
@@ -537,15 +577,104 @@ enum ListBytes<'a> {
     /// The data section from the list's serialization on, which starts at
     /// offset `at`.
     Serialized { at: usize, bytes: &'a [u8] },
+    /// The data section from a packed list on, which starts at offset `at`.
+    Packed { at: usize, bytes: &'a [u8] },
 }
 
-/// A posting list: one ordinal, or a bitmap of several read in place.
+/// A posting list: one ordinal, or several, packed or in a bitmap, read in
+/// place.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PostingList<'a> {
     /// A signature that occurs in one document of the segment.
     Single(u32),
     /// Ordinals in ascending order.
     Bitmap(RoaringView<'a>),
+    /// A few ordinals in ascending order (format version 5).
+    Packed(PackedList<'a>),
+}
+
+/// A packed list (FORMAT.md §7, format version 5) read in place: a count
+/// byte, then that many ascending ordinals of `width` bytes each,
+/// little-endian. Most lists of two or more ordinals are a handful of
+/// near-duplicates, which a roaring bitmap stores in 20 to 30 bytes and a
+/// packed list in 7 to 13. Contents out of order (damage `verify` finds)
+/// can only make the answers wrong, never panic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackedList<'a> {
+    /// The ordinals' bytes, `width` each.
+    bytes: &'a [u8],
+    width: usize,
+}
+
+impl<'a> PackedList<'a> {
+    /// Reads the count at the start of `bytes` (which may continue past the
+    /// list) and checks that its ordinals lie inside them.
+    fn parse(bytes: &'a [u8], width: usize) -> Result<Self, &'static str> {
+        let (&count, rest) = bytes.split_first().ok_or("packed list without its count")?;
+        let bytes = rest.get(..usize::from(count) * width).ok_or("packed list runs past its section")?;
+        Ok(PackedList { bytes, width })
+    }
+
+    /// Number of ordinals.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / self.width
+    }
+
+    /// True for a list without ordinals (a writer never stores one).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Ordinal `i`; `i` must be below [`PackedList::len`].
+    fn get(&self, i: usize) -> u32 {
+        let mut word = [0u8; 4];
+        word[..self.width].copy_from_slice(&self.bytes[i * self.width..(i + 1) * self.width]);
+        u32::from_le_bytes(word)
+    }
+
+    /// The index of the first ordinal at or above `ordinal`.
+    fn position(&self, ordinal: u32) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid) < ordinal {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The ordinals, ascending.
+    fn iter(&self) -> PackedIter<'a> {
+        PackedIter { list: *self, next: 0, end: u64::from(u32::MAX) + 1 }
+    }
+}
+
+/// The ordinals of a [`PackedList`] below an end.
+#[derive(Debug, Clone)]
+pub struct PackedIter<'a> {
+    list: PackedList<'a>,
+    next: usize,
+    end: u64,
+}
+
+impl Iterator for PackedIter<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        if self.next >= self.list.len() {
+            return None;
+        }
+        let ordinal = self.list.get(self.next);
+        if u64::from(ordinal) >= self.end {
+            self.next = self.list.len();
+            return None;
+        }
+        self.next += 1;
+        Some(ordinal)
+    }
 }
 
 /// The ordinals of a [`PostingList`] in a range.
@@ -555,6 +684,8 @@ pub enum PostingIter<'a> {
     Single(Option<u32>),
     /// A bitmap's ordinals.
     Bitmap(super::roaring_view::Iter<'a>),
+    /// A packed list's ordinals.
+    Packed(PackedIter<'a>),
 }
 
 impl Iterator for PostingIter<'_> {
@@ -564,6 +695,7 @@ impl Iterator for PostingIter<'_> {
         match self {
             PostingIter::Single(o) => o.take(),
             PostingIter::Bitmap(i) => i.next(),
+            PostingIter::Packed(i) => i.next(),
         }
     }
 }
@@ -574,6 +706,7 @@ impl<'a> PostingList<'a> {
         match self {
             PostingList::Single(_) => 1,
             PostingList::Bitmap(b) => b.len(),
+            PostingList::Packed(p) => p.len() as u64,
         }
     }
 
@@ -587,6 +720,10 @@ impl<'a> PostingList<'a> {
         match self {
             PostingList::Single(o) => *o == ordinal,
             PostingList::Bitmap(b) => b.contains(ordinal),
+            PostingList::Packed(p) => {
+                let i = p.position(ordinal);
+                i < p.len() && p.get(i) == ordinal
+            }
         }
     }
 
@@ -595,6 +732,7 @@ impl<'a> PostingList<'a> {
         match self {
             PostingList::Single(o) => u64::from(range.contains(o)),
             PostingList::Bitmap(b) => b.count_in(range),
+            PostingList::Packed(p) => p.position(range.end).saturating_sub(p.position(range.start)) as u64,
         }
     }
 
@@ -603,6 +741,9 @@ impl<'a> PostingList<'a> {
         match self {
             PostingList::Single(o) => PostingIter::Single(range.contains(o).then_some(*o)),
             PostingList::Bitmap(b) => PostingIter::Bitmap(b.iter_in(range)),
+            PostingList::Packed(p) => {
+                PostingIter::Packed(PackedIter { list: *p, next: p.position(range.start), end: u64::from(range.end) })
+            }
         }
     }
 }
@@ -1214,6 +1355,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
                 let view = RoaringView::parse(bytes).map_err(|reason| self.corrupted(data, at, reason))?;
                 Ok(PostingList::Bitmap(view))
             }
+            ListBytes::Packed { at, bytes } => {
+                let list =
+                    PackedList::parse(bytes, self.packed_width()).map_err(|reason| self.corrupted(data, at, reason))?;
+                Ok(PostingList::Packed(list))
+            }
         }
     }
 
@@ -1381,18 +1527,33 @@ impl<B: AsRef<[u8]>> Segment<B> {
             ListBytes::Serialized { at, bytes } => {
                 RoaringBitmap::deserialize_from(bytes).map_err(|e| self.corrupted(data, at, &e.to_string()))
             }
+            ListBytes::Packed { at, bytes } => {
+                let list =
+                    PackedList::parse(bytes, self.packed_width()).map_err(|reason| self.corrupted(data, at, reason))?;
+                RoaringBitmap::from_sorted_iter(list.iter())
+                    .map_err(|_| self.corrupted(data, at, "packed list not strictly ascending"))
+            }
         }
+    }
+
+    /// The bytes of each ordinal of a packed list in this segment.
+    fn packed_width(&self) -> usize {
+        packed_width(self.doc_count)
     }
 
     /// Entry `i` of an offsets section, decoded.
     fn list_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<ListBytes<'_>, IndexError> {
         let width = self.entry_width();
-        let offset = if self.narrow {
+        // Packed lists are flagged since version 5; before, the flag's bit
+        // belongs to the offset.
+        let packs = self.version >= 5;
+        let (offset, packed) = if self.narrow {
             let entry = le_u32(self.section(offsets), i * 4);
             if entry & NARROW_INLINE != 0 {
                 return Ok(ListBytes::Inline(entry & !NARROW_INLINE));
             }
-            u64::from(entry)
+            let packed = packs && entry & NARROW_PACKED != 0;
+            (u64::from(if packed { entry & !NARROW_PACKED } else { entry }), packed)
         } else {
             let entry = le_u64(self.section(offsets), i * 8);
             if entry & INLINE != 0 {
@@ -1401,12 +1562,14 @@ impl<B: AsRef<[u8]>> Segment<B> {
                 }
                 return Ok(ListBytes::Inline(entry as u32));
             }
-            entry
+            let packed = packs && entry & PACKED != 0;
+            (if packed { entry & !PACKED } else { entry }, packed)
         };
         let bytes = self.section(data);
         let slice = bytes.get(offset as usize..).filter(|_| offset < bytes.len() as u64);
-        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * width, "bitmap offset out of range"))?;
-        Ok(ListBytes::Serialized { at: offset as usize, bytes: slice })
+        let slice = slice.ok_or_else(|| self.corrupted(offsets, i * width, "list offset out of range"))?;
+        let at = offset as usize;
+        Ok(if packed { ListBytes::Packed { at, bytes: slice } } else { ListBytes::Serialized { at, bytes: slice } })
     }
 
     /// The ordinal of document `id`, if this segment holds it.
@@ -1604,6 +1767,7 @@ fn le_u64(bytes: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::{prop_assert, prop_assert_eq, TestCaseError};
 
     /// A fingerprint for document `id` (distinct ids, distinct values).
     fn fp(id: u64) -> Fingerprint {
@@ -1910,13 +2074,129 @@ mod tests {
         }
     }
 
+    /// Documents `0..doc_count` (ids 1 on), each with a signature of its
+    /// own, and `lists` signatures (hashes 1 on) held by the documents at
+    /// the given positions.
+    fn listed_docs(doc_count: u32, lists: &[Vec<u32>]) -> Vec<SegmentDoc> {
+        (0..doc_count)
+            .map(|d| {
+                let shared = lists.iter().enumerate().filter(|(_, l)| l.contains(&d)).map(|(k, _)| (k as u64 + 1, 1));
+                SegmentDoc {
+                    id: u64::from(d) + 1,
+                    vector: SignatureVector::from_pairs(shared.chain([(1 << 40 | u64::from(d), 1)])),
+                    band_keys: vec![],
+                    fingerprint: fp(u64::from(d)),
+                }
+            })
+            .collect()
+    }
+
+    /// Every list a segment stores (inline, packed or bitmap; narrow or
+    /// wide entries) answers `len`, `contains`, `count_in` and `iter_in`
+    /// like the ordinals it was written from, over ranges that cut it
+    /// anywhere; and `verify` passes.
+    fn check_lists(doc_count: u32, lists: &[Vec<u32>], cuts: &[(u32, u32)]) -> Result<usize, TestCaseError> {
+        let mut packed = 0;
+        for width in [EntryWidth::Narrowest, EntryWidth::Wide] {
+            let docs = listed_docs(doc_count, lists);
+            let bytes = build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), width).to_bytes();
+            let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
+            prop_assert!(segment.verify().is_ok());
+            for (k, members) in lists.iter().enumerate() {
+                let mut expected: Vec<u32> =
+                    members.iter().map(|&d| segment.ordinal_of(u64::from(d) + 1).unwrap().unwrap()).collect();
+                expected.sort_unstable();
+                expected.dedup();
+                let list = segment.posting_list(k as u64 + 1).unwrap();
+                let Some(list) = list else {
+                    prop_assert!(expected.is_empty());
+                    continue;
+                };
+                packed += usize::from(matches!(list, PostingList::Packed(_)));
+                prop_assert_eq!(list.len(), expected.len() as u64);
+                prop_assert_eq!(list.iter_in(0..u32::MAX).collect::<Vec<_>>(), expected.clone());
+                for &(a, b) in cuts {
+                    let range = a.min(b)..a.max(b);
+                    let inside: Vec<u32> = expected.iter().copied().filter(|o| range.contains(o)).collect();
+                    prop_assert_eq!(list.count_in(range.clone()), inside.len() as u64);
+                    prop_assert_eq!(list.iter_in(range.clone()).collect::<Vec<_>>(), inside);
+                    prop_assert_eq!(list.contains(a), expected.contains(&a));
+                }
+            }
+        }
+        Ok(packed)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lists_read_like_their_ordinals(
+            doc_count in 1u32..700,
+            lists in proptest::collection::vec(proptest::collection::vec(0u32..700, 0..300), 0..6),
+            cuts in proptest::collection::vec((0u32..710, 0u32..710), 1..8),
+        ) {
+            let lists: Vec<Vec<u32>> =
+                lists.into_iter().map(|l| l.into_iter().filter(|&d| d < doc_count).collect()).collect();
+            check_lists(doc_count, &lists, &cuts)?;
+        }
+    }
+
+    /// Packed lists of every ordinal width: 1 byte up to 256 documents, 2
+    /// up to 65,536, 3 beyond.
+    #[test]
+    fn packed_lists_of_every_width() {
+        assert_eq!((packed_width(0), packed_width(256), packed_width(257)), (1, 1, 2));
+        assert_eq!((packed_width(65_536), packed_width(65_537), packed_width(1 << 24)), (2, 3, 3));
+        assert_eq!((packed_width((1 << 24) + 1), packed_width(u32::MAX)), (4, 4));
+        for doc_count in [2, 256, 257, 65_536, 70_000] {
+            let last = doc_count - 1;
+            let lists = vec![vec![0, last], vec![1, last / 2, last - 1, last], vec![last / 3, last / 3 + 1]];
+            let cuts = [(0, last), (1, last), (last / 2, last + 1), (last / 3 + 1, 0), (0, u32::MAX)];
+            let packed = check_lists(doc_count, &lists, &cuts).unwrap();
+            assert_eq!(packed, 2 * lists.len(), "{doc_count} documents: every list is packed");
+        }
+    }
+
+    /// `verify` rejects a packed list whose ordinals do not strictly
+    /// ascend, and one whose count runs past its section; the reads in
+    /// place stay in bounds.
+    #[test]
+    fn damaged_packed_lists_are_detected() {
+        let docs = listed_docs(10, &[vec![0, 5, 9]]);
+        let bytes = build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Narrowest).to_bytes();
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let (data, _, _) = seg.sections[SectionKind::PostingData as usize - 1];
+        // The one list of the data section: count 3, then the ordinals of
+        // the three longest documents.
+        assert_eq!(bytes[data..data + 4], [3, 7, 8, 9]);
+        let verified = |damaged: Vec<u8>| {
+            let fixed = with_fresh_checksums(&damaged).unwrap();
+            let segment = Segment::parse(fixed.as_slice(), "seg").unwrap();
+            let list = segment.posting_list(1).unwrap().unwrap();
+            let _ = (list.len(), list.contains(5), list.count_in(1..9), list.iter_in(0..10).count());
+            segment.verify().unwrap_err().to_string()
+        };
+        let mut damaged = bytes.clone();
+        damaged.swap(data + 1, data + 2);
+        assert!(verified(damaged).contains("packed list not strictly ascending"));
+        let mut damaged = bytes.clone();
+        damaged[data + 3] = 8;
+        assert!(verified(damaged).contains("packed list not strictly ascending"));
+        let mut damaged = bytes.clone();
+        damaged[data] = 200;
+        let err = with_fresh_checksums(&damaged).map(|fixed| {
+            let segment = Segment::parse(fixed.as_slice(), "seg").unwrap();
+            segment.posting_list(1).unwrap_err().to_string()
+        });
+        assert!(err.unwrap().contains("packed list runs past its section"));
+    }
+
     #[test]
     fn layout_matches_format_md() {
         let bytes = build_segment(0x0102_0304_0506_0708, 2, docs());
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
         assert_eq!(&bytes[0..8], b"NDXSEGMT");
-        assert_eq!(u32_at(8), 4);
+        assert_eq!(u32_at(8), 5);
         assert_eq!(u32_at(12), 15);
         assert_eq!(u64_at(16), 0x0102_0304_0506_0708);
         assert_eq!(u32_at(24), 4);
@@ -1942,10 +2222,39 @@ mod tests {
             previous_end = offset + length;
         }
         assert_eq!(previous_end, bytes.len() as u64);
+        // Sections 5 to 7: four-byte entries; bit 31 flags an inline
+        // ordinal, bit 30 a packed list (a count byte, then one byte an
+        // ordinal in a segment of 4 documents), else a bitmap's offset.
+        let section = |kind: usize| {
+            let at = 64 + (kind - 1) * 24;
+            let offset = u64_at(at + 8) as usize;
+            &bytes[offset..offset + u64_at(at + 16) as usize]
+        };
+        let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let mut packed = 0;
+        for (key, entry) in section(5).chunks_exact(8).zip(section(6).chunks_exact(4)) {
+            let key = u64::from_le_bytes(key.try_into().unwrap());
+            let entry = u32::from_le_bytes(entry.try_into().unwrap());
+            let expected: Vec<u32> = segment.postings(key).unwrap().unwrap().iter().collect();
+            if entry & 1 << 31 != 0 {
+                assert_eq!(expected, [entry & !(1 << 31)], "key {key}");
+            } else if entry & 1 << 30 != 0 {
+                let data = &section(7)[(entry & !(1 << 30)) as usize..];
+                let count = data[0] as usize;
+                let stored: Vec<u32> = data[1..=count].iter().map(|&o| u32::from(o)).collect();
+                assert_eq!(stored, expected, "key {key}");
+                packed += 1;
+            } else {
+                let at = entry as usize;
+                let bitmap = RoaringBitmap::deserialize_from(&section(7)[at..]).unwrap();
+                assert!(bitmap.serialized_size() <= 1 + bitmap.len() as usize, "packed would be smaller");
+                assert_eq!(bitmap.iter().collect::<Vec<_>>(), expected, "key {key}");
+            }
+        }
+        assert!(packed > 0, "a list of two ordinals is packed");
         // Section 15: (fingerprint, ordinal) ascending.
         let at = 64 + 14 * 24;
         let offset = u64_at(at + 8) as usize;
-        let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
         let mut expected: Vec<(u128, u32)> =
             docs().iter().map(|d| (d.fingerprint.0, segment.ordinal_of(d.id).unwrap().unwrap())).collect();
         expected.sort_unstable();

@@ -37,10 +37,14 @@ struct Placed {
     ordinal: u32,
 }
 
+/// The oldest segment format version [`merge_segments`] reads in place:
+/// version 4 differs from 5 only in having no packed lists.
+const MERGES_FROM: u32 = 4;
+
 /// Whether [`merge_segments`] reads `segment` in place: it has the current
-/// format version (whose sections it copies).
+/// format version or one whose sections it copies the same way.
 pub fn merges_in_place<B: AsRef<[u8]>>(segment: &Segment<B>) -> bool {
-    segment.version == SEGMENT_VERSION
+    (MERGES_FROM..=SEGMENT_VERSION).contains(&segment.version)
 }
 
 /// Builds the segment `segment_id` from the documents of `sources` for
@@ -62,7 +66,7 @@ pub fn merge_segments<B: AsRef<[u8]> + Sync>(
 ) -> Result<Option<SegmentFile>, IndexError> {
     for source in sources {
         if !merges_in_place(source) {
-            let supported = SEGMENT_VERSION..=SEGMENT_VERSION;
+            let supported = MERGES_FROM..=SEGMENT_VERSION;
             return Err(IndexError::Incompatible { what: "segment", found: source.version, supported });
         }
         if source.bands != bands {
@@ -90,16 +94,17 @@ pub fn merge_segments<B: AsRef<[u8]> + Sync>(
     }
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
     let ordinals = copy_vectors(sources, &placed, &mut sections)?;
+    let doc_count = placed.len() as u32;
     drop(placed);
     let (low, high) = sections.split_at_mut(8);
     let (postings, band_table) = rayon::join(
         || {
             let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
-            merge_table(sources, &maps, kinds, &mut low[4])
+            merge_table(sources, &maps, doc_count, kinds, &mut low[4])
         },
         || {
             let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
-            merge_table(sources, &maps, kinds, &mut high[0])
+            merge_table(sources, &maps, doc_count, kinds, &mut high[0])
         },
     );
     let tables = Tables::place(&mut sections, postings?, band_table?);
@@ -179,11 +184,12 @@ fn copy_vectors<B: AsRef<[u8]>>(
 }
 
 /// Merges one bitmap table (`kinds`: its keys, offsets and data sections)
-/// of `sources`, whose ordinals `maps` translates, into `keys` and the
-/// returned writer.
+/// of `sources`, whose ordinals `maps` translates (into a segment of
+/// `doc_count` documents), into `keys` and the returned writer.
 fn merge_table<B: AsRef<[u8]>>(
     sources: &[&Segment<B>],
     maps: &[Vec<u32>],
+    doc_count: u32,
     kinds: (SectionKind, SectionKind, SectionKind),
     keys: &mut Vec<u8>,
 ) -> Result<TableWriter, IndexError> {
@@ -197,7 +203,7 @@ fn merge_table<B: AsRef<[u8]>>(
     // (key, source, key index) of the keys in one range.
     let mut run: Vec<(u64, u32, usize)> = Vec::new();
     let mut ordinals: Vec<u32> = Vec::new();
-    let mut table = TableWriter::default();
+    let mut table = TableWriter::new(doc_count);
     for range in 0..ranges {
         // The last range runs to the end of every source (u64::MAX included).
         let end = (range + 1 < ranges).then(|| (range + 1) << (64 - bits));
@@ -230,6 +236,7 @@ fn merge_table<B: AsRef<[u8]>>(
                 let iter = match list {
                     PostingList::Single(ordinal) => super::PostingIter::Single(Some(ordinal)),
                     PostingList::Bitmap(view) => super::PostingIter::Bitmap(view.iter_in(0..u32::MAX)),
+                    PostingList::Packed(list) => super::PostingIter::Packed(list.iter()),
                 };
                 for ordinal in iter {
                     let new = *map
