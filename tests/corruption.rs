@@ -117,7 +117,7 @@ fn sweep(version: u32, file: &str, bits: Vec<u64>, lengths: Vec<u64>) -> Tally {
 
 #[test]
 fn every_bit_flip_and_truncation_of_the_segment_is_detected() {
-    for version in [1, 2, 3, 4, 5] {
+    for version in [1, 2, 3, 4, 5, 6] {
         let len = golden(version).read_file(SEGMENT).unwrap().len() as u64;
         let bits: Vec<u64> = (0..len * 8).step_by(stride() as usize).collect();
         let tally = sweep(version, SEGMENT, bits, (0..len).collect());
@@ -133,7 +133,7 @@ fn every_bit_flip_and_truncation_of_the_segment_is_detected() {
 fn every_bit_flip_and_truncation_of_the_catalog_is_detected_or_harmless() {
     // The oldest catalog format (which opening for writing upgrades) and
     // today's.
-    for version in [1, 5] {
+    for version in [1, 6] {
         let base = golden(version);
         let probe = FaultStorage::new(base.deep_copy(), Fault::None);
         answers(Arc::new(probe.clone())).unwrap();

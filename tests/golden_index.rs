@@ -1,5 +1,5 @@
-//! The golden indexes of segment format versions 1 to 5
-//! (`tests/data/golden-v1/` … `golden-v5/`, each written once by
+//! The golden indexes of segment format versions 1 to 6
+//! (`tests/data/golden-v1/` … `golden-v6/`, each written once by
 //! `examples/write_golden_index.rs` from the same documents) must keep
 //! opening and answering identically: their documents, metadata, vectors,
 //! and an exact query.
@@ -47,6 +47,11 @@ fn golden_index_v5_opens_and_answers_identically() {
     opens_and_answers_identically(5);
 }
 
+#[test]
+fn golden_index_v6_opens_and_answers_identically() {
+    opens_and_answers_identically(6);
+}
+
 /// Exact duplicates are found in every golden index, whichever of the
 /// catalog's table (segments before format 4, whose catalogs are of format
 /// 1), the pending documents or a segment's fingerprint section holds the
@@ -55,7 +60,7 @@ fn golden_index_v5_opens_and_answers_identically() {
 #[test]
 fn exact_duplicates_are_found_in_every_golden_index() {
     use neardex::store::{Document, Metadata};
-    for version in 1..=5 {
+    for version in 1..=6 {
         let dir = golden_copy(version);
         let index = Index::open(dir.path()).unwrap();
         // golden-0 (id 1) and golden-3 (id 4) are in the segment, golden-4

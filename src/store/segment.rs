@@ -13,13 +13,15 @@ use crate::hash::Fingerprint;
 use crate::similarity::{Overlap, Similarity};
 use crate::vector::SignatureVector;
 
+mod keys;
 mod merge;
+use keys::Keys;
 pub use merge::{merge_segments, merges_in_place};
 
 /// First eight bytes of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"NDXSEGMT";
 /// The segment format version this build writes and reads.
-pub const SEGMENT_VERSION: u32 = 5;
+pub const SEGMENT_VERSION: u32 = 6;
 /// The oldest segment format version this build reads.
 pub const SEGMENT_VERSION_MIN: u32 = 1;
 const HEADER_LEN: usize = 64;
@@ -348,6 +350,14 @@ fn assemble(
         sections[12].extend_from_slice(&hash.to_le_bytes());
         sections[12].extend_from_slice(&len.to_le_bytes());
     }
+    // The key sections, written as 8-byte keys, in their stored layout.
+    let mut dropped = [0u8; 2];
+    for (d, at) in [4, 8].into_iter().enumerate() {
+        let full: Vec<u64> = sections[at].chunks_exact(8).map(|k| le_u64(k, 0)).collect();
+        let t = keys::dropped_bits(full.len());
+        sections[at] = keys::encode(&full, t);
+        dropped[d] = t as u8;
+    }
     let mut by_fingerprint: Vec<(u128, u32)> =
         fingerprints.into_iter().enumerate().map(|(o, f)| (f, o as u32)).collect();
     by_fingerprint.sort_unstable();
@@ -374,6 +384,7 @@ fn assemble(
     out.extend_from_slice(&bands.to_le_bytes());
     out.extend_from_slice(&entries.to_le_bytes());
     out.extend_from_slice(&(if narrow { 4u32 } else { 8 }).to_le_bytes());
+    out.extend_from_slice(&dropped);
     out.resize(60, 0);
     let header_crc = crc32fast::hash(&out);
     out.extend_from_slice(&header_crc.to_le_bytes());
@@ -634,16 +645,7 @@ impl<'a> PackedList<'a> {
 
     /// The index of the first ordinal at or above `ordinal`.
     fn position(&self, ordinal: u32) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.get(mid) < ordinal {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        first_not_below(0, self.len(), |i| self.get(i) < ordinal)
     }
 
     /// The ordinals, ascending.
@@ -759,6 +761,9 @@ pub struct Segment<B: AsRef<[u8]>> {
     version: u32,
     /// Four-byte entries in the offsets sections (else eight).
     narrow: bool,
+    /// The top bits left out of each posting key and each band key
+    /// (format version 6; 0 before).
+    dropped_bits: [u32; 2],
     sections: [(usize, usize, u32); 15],
     /// Built by the first posting-key look-up.
     directory: std::sync::OnceLock<KeyDirectory>,
@@ -839,15 +844,16 @@ impl std::fmt::Debug for KeyDirectory {
 }
 
 impl KeyDirectory {
-    fn build(keys: &[u8]) -> KeyDirectory {
-        let n = keys.len() / 8;
+    /// The directory of `keys`: at least as many bucket bits as the keys
+    /// leave out, so that a bucket's keys share their stored top bits.
+    fn build(keys: Keys<'_>) -> KeyDirectory {
+        let n = keys.len();
         if u32::try_from(n).is_err() {
             return KeyDirectory { bits: 0, entries: Vec::new() };
         }
-        let bits = (n / 8).max(1).ilog2();
+        let bits = (n / 8).max(1).ilog2().max(keys.dropped());
         let mut entries = vec![[0u32; 2]; (1usize << bits) + 1];
-        for key in keys.chunks_exact(8) {
-            let key = le_u64(key, 0);
+        for key in keys.iter_from(0) {
             let b = Self::bucket(bits, key);
             entries[b + 1][0] += 1;
             entries[b][1] |= Self::sub_bit(bits, key);
@@ -942,6 +948,17 @@ impl<B: AsRef<[u8]>> Segment<B> {
             (_, 8) => false,
             _ => return Err(corrupt(40, "entry width is neither 4 nor 8")),
         };
+        // The top bits left out of the posting and band keys: header bytes
+        // 44 and 45 since version 6 (reserved before).
+        let mut dropped_bits = [0u32; 2];
+        if version >= 6 {
+            for (i, at) in [44, 45].into_iter().enumerate() {
+                dropped_bits[i] = u32::from(data[at]);
+                if !keys::valid_dropped_bits(dropped_bits[i]) {
+                    return Err(corrupt(at, "dropped key bits are neither 0, 8 nor 16"));
+                }
+            }
+        }
         let table_end = HEADER_LEN + count * TABLE_ENTRY_LEN;
         if data.len() < table_end {
             return Err(corrupt(HEADER_LEN, "section table truncated"));
@@ -976,6 +993,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
             bands,
             version,
             narrow,
+            dropped_bits,
             sections,
             directory: std::sync::OnceLock::new(),
             band_directory: std::sync::OnceLock::new(),
@@ -1001,10 +1019,14 @@ impl<B: AsRef<[u8]>> Segment<B> {
         // Since version 3 the band keys are recomputed from the vectors.
         let doc_bands = if self.version < 3 { docs as u128 * u128::from(self.bands) * 8 } else { 0 };
         expect(SectionKind::DocBands, doc_bands)?;
-        let postings = self.section(SectionKind::PostingKeys).len() / 8;
-        expect(SectionKind::PostingOffsets, (postings * self.entry_width()) as u128)?;
-        let buckets = self.section(SectionKind::BandKeys).len() / 8;
-        expect(SectionKind::BandOffsets, (buckets * self.entry_width()) as u128)?;
+        for (keys, offsets) in
+            [(SectionKind::PostingKeys, SectionKind::PostingOffsets), (SectionKind::BandKeys, SectionKind::BandOffsets)]
+        {
+            let Some(count) = self.keys_checked(keys).map(|k| k.len()) else {
+                return Err(self.corrupted(keys, 0, "key section is not its directory and whole keys"));
+            };
+            expect(offsets, (count * self.entry_width()) as u128)?;
+        }
         expect(SectionKind::IdIndex, docs as u128 * 16)?;
         let fingerprints = if self.version < 4 { 0 } else { docs * FINGERPRINT_ENTRY_LEN };
         expect(SectionKind::Fingerprints, fingerprints as u128)?;
@@ -1073,6 +1095,19 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &self.bytes.as_ref()[offset..offset + length]
     }
 
+    /// A key section (posting or band keys) read through its layout;
+    /// `None` when its size does not fit the layout.
+    fn keys_checked(&self, kind: SectionKind) -> Option<Keys<'_>> {
+        let dropped = self.dropped_bits[usize::from(kind == SectionKind::BandKeys)];
+        Keys::new(self.section(kind), dropped)
+    }
+
+    /// A key section; parsing checked its size (an unfit one reads as no
+    /// keys).
+    fn keys(&self, kind: SectionKind) -> Keys<'_> {
+        self.keys_checked(kind).unwrap_or_else(Keys::empty)
+    }
+
     fn corrupted(&self, kind: SectionKind, offset: usize, reason: &str) -> IndexError {
         IndexError::corrupted(&self.name, section_name(kind), offset as u64, reason)
     }
@@ -1090,10 +1125,16 @@ impl<B: AsRef<[u8]>> Segment<B> {
             (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData),
             (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData),
         ] {
-            for i in 0..self.section(keys).len() / 8 {
-                if i > 0 && le_u64(self.section(keys), (i - 1) * 8) >= le_u64(self.section(keys), i * 8) {
-                    return Err(self.corrupted(keys, i * 8, "keys not strictly ascending"));
+            let section = self.keys(keys);
+            if !section.directory_is_sound() {
+                return Err(self.corrupted(keys, 0, "key directory does not ascend from 0 to the key count"));
+            }
+            let mut previous = None;
+            for (i, key) in section.iter_from(0).enumerate() {
+                if previous.is_some_and(|p| p >= key) {
+                    return Err(self.corrupted(keys, section.offset_of(i), "keys not strictly ascending"));
                 }
+                previous = Some(key);
                 let bitmap = self.bitmap_at(offsets, data, i)?;
                 if bitmap.max().is_some_and(|m| m >= self.doc_count) {
                     return Err(self.corrupted(data, i, "bitmap names an ordinal past the last document"));
@@ -1367,13 +1408,13 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// look-up (one pass over the key section; about a byte a key of
     /// memory).
     pub fn prepare_lookups(&self) {
-        self.directory.get_or_init(|| KeyDirectory::build(self.section(SectionKind::PostingKeys)));
+        self.directory.get_or_init(|| KeyDirectory::build(self.keys(SectionKind::PostingKeys)));
     }
 
     /// Builds the band-key directory now rather than at the first LSH
     /// look-up.
     pub fn prepare_band_lookups(&self) {
-        self.band_directory.get_or_init(|| KeyDirectory::build(self.section(SectionKind::BandKeys)));
+        self.band_directory.get_or_init(|| KeyDirectory::build(self.keys(SectionKind::BandKeys)));
     }
 
     /// Builds the fingerprint filter now rather than at the first
@@ -1402,13 +1443,13 @@ impl<B: AsRef<[u8]>> Segment<B> {
         kind: SectionKind,
         key: u64,
     ) -> Option<usize> {
-        let keys = self.section(kind);
+        let keys = self.keys(kind);
         let directory = directory.get_or_init(|| KeyDirectory::build(keys));
         let Some(range) = directory.range(key) else {
             return self.find_key(kind, key);
         };
-        let bucket = keys.get(range.start * 8..range.end * 8)?;
-        bucket.chunks_exact(8).position(|k| le_u64(k, 0) == key).map(|i| range.start + i)
+        // The directory's buckets split the keys' own (`build`).
+        keys.position_in(range, key)
     }
 
     /// The position of `key` in a sorted key section. Keys are hash values,
@@ -1417,19 +1458,21 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// touches two or three pages instead of twenty); binary search
     /// finishes, and bounds the work whatever the keys are.
     fn find_key(&self, keys: SectionKind, key: u64) -> Option<usize> {
-        let section = self.section(keys);
-        let (mut lo, mut hi) = (0, section.len() / 8);
+        let keys = self.keys(keys);
+        // The keys of `key`'s bucket (all of them when none are dropped).
+        let std::ops::Range { start: mut lo, end: mut hi } = keys.bucket(key);
+        let at = |i: usize| keys.in_bucket_of(key, i);
         for _ in 0..4 {
             if hi - lo < 16 {
                 break;
             }
-            let (first, last) = (le_u64(section, lo * 8), le_u64(section, (hi - 1) * 8));
+            let (first, last) = (at(lo), at(hi - 1));
             if key < first || key > last {
                 return None;
             }
             let span = u128::from(last - first).max(1);
             let guess = lo + (u128::from(key - first) * (hi - 1 - lo) as u128 / span) as usize;
-            match le_u64(section, guess * 8).cmp(&key) {
+            match at(guess).cmp(&key) {
                 std::cmp::Ordering::Less => lo = guess + 1,
                 std::cmp::Ordering::Greater => hi = guess,
                 std::cmp::Ordering::Equal => return Some(guess),
@@ -1437,7 +1480,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match le_u64(section, mid * 8).cmp(&key) {
+            match at(mid).cmp(&key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Some(mid),
@@ -1474,27 +1517,19 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// # Errors
     /// [`IndexError::Corrupted`] when the keys do not ascend.
     pub fn posting_keys_between(&self, lo: u64, hi: u64) -> Result<Vec<(u64, bool)>, IndexError> {
-        let keys = self.section(SectionKind::PostingKeys);
+        let keys = self.keys(SectionKind::PostingKeys);
         let offsets = self.section(SectionKind::PostingOffsets);
-        let n = keys.len() / 8;
-        let (mut a, mut b) = (0, n);
-        while a < b {
-            let mid = a + (b - a) / 2;
-            if le_u64(keys, mid * 8) < lo {
-                a = mid + 1;
-            } else {
-                b = mid;
-            }
-        }
         let mut out = Vec::new();
         let mut last = None;
-        for i in a..n {
-            let key = le_u64(keys, i * 8);
+        let mut iter = keys.iter_from(keys.lower_bound(lo));
+        while let Some(key) = iter.peek() {
+            let i = iter.index();
+            iter.next();
             if key > hi {
                 break;
             }
             if last.is_some_and(|last| key <= last) {
-                return Err(self.corrupted(SectionKind::PostingKeys, i * 8, "posting keys not ascending"));
+                return Err(self.corrupted(SectionKind::PostingKeys, keys.offset_of(i), "posting keys not ascending"));
             }
             last = Some(key);
             let inline = if self.narrow {
@@ -1904,9 +1939,20 @@ mod tests {
 
     #[test]
     fn every_bit_flip_and_truncation_is_detected() {
+        // And one whose posting keys leave out their top 8 bits behind a
+        // directory (1,100 keys).
+        let many_keys = vec![SegmentDoc {
+            id: 1,
+            vector: SignatureVector::from_pairs((0..1_100u64).map(|k| (k.wrapping_mul(0x9E37_79B9_7F4A_7C15), 1))),
+            band_keys: vec![1, 2],
+            fingerprint: fp(1),
+        }];
+        let many_keys = build_segment(1, 2, many_keys);
+        assert_eq!((many_keys[44], many_keys.len() > 20_000), (8, true));
         for bytes in [
             build_segment(1, 2, docs()),
             build(1, 2, heavy_docs().iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Wide).to_bytes(),
+            many_keys,
         ] {
             every_bit_flip_and_truncation_of(&bytes);
         }
@@ -2037,7 +2083,9 @@ mod tests {
     #[test]
     fn key_directory_finds_what_the_search_finds() {
         let mut next = crate::store::roaring_view::xorshift(0x2545_F491_4F6C_DD1D);
-        for n in [0usize, 1, 7, 8, 9, 100, 5_000] {
+        // Up to 1,023 keys store all their bits, from 1,024 all but the top
+        // 8, from 262,144 all but the top 16 (format version 6).
+        for n in [0usize, 1, 7, 8, 9, 100, 1_023, 1_024, 5_000, 262_144] {
             let hashes: Vec<u64> = (0..n).map(|_| next()).collect();
             let docs = vec![SegmentDoc {
                 id: 1,
@@ -2047,12 +2095,24 @@ mod tests {
             }];
             let bytes = build_segment(1, 2, docs);
             let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
+            assert_eq!(u32::from(bytes[44]), keys::dropped_bits(n), "{n} keys");
+            segment.verify().unwrap();
             for &h in &hashes {
                 assert_eq!(segment.posting_list(h).unwrap(), Some(PostingList::Single(0)), "{n} keys: {h:x}");
             }
+            let mut sorted = hashes.clone();
+            sorted.sort_unstable();
+            let (lo, hi) = (sorted.get(n / 3).copied().unwrap_or(0), sorted.get(n / 2).copied().unwrap_or(0));
+            let between: Vec<u64> = segment.posting_keys_between(lo, hi).unwrap().into_iter().map(|k| k.0).collect();
+            assert_eq!(between, sorted.iter().copied().filter(|k| (lo..=hi).contains(k)).collect::<Vec<_>>());
             for probe in (0..2_000).map(|_| next()).chain([0, u64::MAX]) {
                 let found = segment.find_posting_key(probe);
                 assert_eq!(found, segment.find_key(SectionKind::PostingKeys, probe), "{n} keys: {probe:x}");
+            }
+            for &h in hashes.iter().step_by(97) {
+                let at = sorted.binary_search(&h).ok();
+                assert_eq!(segment.find_key(SectionKind::PostingKeys, h), at, "{n} keys: {h:x}");
+                assert_eq!(segment.find_posting_key(h), at, "{n} keys: {h:x}");
             }
             // The band keys' directory, over one document's band keys.
             let band_keys: Vec<u64> = (0..n).map(|_| next()).collect();
@@ -2064,6 +2124,7 @@ mod tests {
             }];
             let bytes = build_segment(1, n as u32, docs);
             let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
+            assert_eq!(u32::from(bytes[45]), keys::dropped_bits(n), "{n} band keys");
             for &key in &band_keys {
                 assert_eq!(segment.band_list(key).unwrap(), Some(PostingList::Single(0)), "{n} keys: {key:x}");
             }
@@ -2196,14 +2257,15 @@ mod tests {
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
         assert_eq!(&bytes[0..8], b"NDXSEGMT");
-        assert_eq!(u32_at(8), 5);
+        assert_eq!(u32_at(8), 6);
         assert_eq!(u32_at(12), 15);
         assert_eq!(u64_at(16), 0x0102_0304_0506_0708);
         assert_eq!(u32_at(24), 4);
         assert_eq!(u32_at(28), 2);
         assert_eq!(u64_at(32), 6, "vector entries: 2 + 1 + 0 + 3");
         assert_eq!(u32_at(40), 4, "entry width");
-        assert!(bytes[44..60].iter().all(|&b| b == 0));
+        assert_eq!(bytes[44..46], [0, 0], "few keys: none of their bits dropped");
+        assert!(bytes[46..60].iter().all(|&b| b == 0));
         assert_eq!(u32_at(60), crc32fast::hash(&bytes[..60]));
         let (n, e, k, b) = (4u64, 6u64, 4u64, 4u64); // docs, entries, distinct hashes {1,5,9,12}, band keys {1,2,3,7}; lengths {0,1,3}
         let expected_sizes =

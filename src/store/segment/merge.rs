@@ -38,7 +38,8 @@ struct Placed {
 }
 
 /// The oldest segment format version [`merge_segments`] reads in place:
-/// version 4 differs from 5 only in having no packed lists.
+/// versions 4 and 5 differ from 6 only in having no packed lists (4) and
+/// all key bits stored (4 and 5), which the readers handle.
 const MERGES_FROM: u32 = 4;
 
 /// Whether [`merge_segments`] reads `segment` in place: it has the current
@@ -194,11 +195,11 @@ fn merge_table<B: AsRef<[u8]>>(
     keys: &mut Vec<u8>,
 ) -> Result<TableWriter, IndexError> {
     let (key_kind, offsets, data) = kinds;
-    let total: usize = sources.iter().map(|s| s.section(key_kind).len() / 8).sum();
+    let total: usize = sources.iter().map(|s| s.keys(key_kind).len()).sum();
     keys.reserve_exact(total * 8);
     let bits = (total / KEYS_PER_RANGE).max(1).ilog2().min(32);
     let ranges = 1u64 << bits;
-    let mut next = vec![0usize; sources.len()];
+    let mut cursors: Vec<_> = sources.iter().map(|s| s.keys(key_kind).iter_from(0)).collect();
     let mut previous: Vec<Option<u64>> = vec![None; sources.len()];
     // (key, source, key index) of the keys in one range.
     let mut run: Vec<(u64, u32, usize)> = Vec::new();
@@ -209,19 +210,19 @@ fn merge_table<B: AsRef<[u8]>>(
         let end = (range + 1 < ranges).then(|| (range + 1) << (64 - bits));
         run.clear();
         for (s, source) in sources.iter().enumerate() {
-            let section = source.section(key_kind);
-            let n = section.len() / 8;
-            while next[s] < n {
-                let key = le_u64(section, next[s] * 8);
+            let cursor = &mut cursors[s];
+            while let Some(key) = cursor.peek() {
                 if end.is_some_and(|end| key >= end) {
                     break;
                 }
+                let at = cursor.index();
                 if previous[s].is_some_and(|p| p >= key) {
-                    return Err(source.corrupted(key_kind, next[s] * 8, "keys not strictly ascending"));
+                    let offset = source.keys(key_kind).offset_of(at);
+                    return Err(source.corrupted(key_kind, offset, "keys not strictly ascending"));
                 }
                 previous[s] = Some(key);
-                run.push((key, s as u32, next[s]));
-                next[s] += 1;
+                run.push((key, s as u32, at));
+                cursor.next();
             }
         }
         run.sort_unstable();
