@@ -764,6 +764,8 @@ pub struct Segment<B: AsRef<[u8]>> {
     /// The top bits left out of each posting key and each band key
     /// (format version 6; 0 before).
     dropped_bits: [u32; 2],
+    /// The number of posting keys and of band keys.
+    key_counts: [usize; 2],
     sections: [(usize, usize, u32); 15],
     /// Built by the first posting-key look-up.
     directory: std::sync::OnceLock<KeyDirectory>,
@@ -985,6 +987,16 @@ impl<B: AsRef<[u8]>> Segment<B> {
             next = end as usize;
             sections[i] = (offset as usize, length as usize, le_u32(data, at + 4));
         }
+        // The key sections must be their directory and whole keys.
+        let mut key_counts = [0usize; 2];
+        for (i, kind) in [SectionKind::PostingKeys, SectionKind::BandKeys].into_iter().enumerate() {
+            let (offset, length, _) = sections[kind as usize - 1];
+            let Some(keys) = Keys::new(&data[offset..offset + length], dropped_bits[i]) else {
+                let at = HEADER_LEN + (kind as usize - 1) * TABLE_ENTRY_LEN;
+                return Err(corrupt(at, "key section is not its directory and whole keys"));
+            };
+            key_counts[i] = keys.len();
+        }
         let segment = Segment {
             bytes,
             name: name.to_owned(),
@@ -994,6 +1006,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
             version,
             narrow,
             dropped_bits,
+            key_counts,
             sections,
             directory: std::sync::OnceLock::new(),
             band_directory: std::sync::OnceLock::new(),
@@ -1022,10 +1035,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         for (keys, offsets) in
             [(SectionKind::PostingKeys, SectionKind::PostingOffsets), (SectionKind::BandKeys, SectionKind::BandOffsets)]
         {
-            let Some(count) = self.keys_checked(keys).map(|k| k.len()) else {
-                return Err(self.corrupted(keys, 0, "key section is not its directory and whole keys"));
-            };
-            expect(offsets, (count * self.entry_width()) as u128)?;
+            expect(offsets, (self.keys(keys).len() * self.entry_width()) as u128)?;
         }
         expect(SectionKind::IdIndex, docs as u128 * 16)?;
         let fingerprints = if self.version < 4 { 0 } else { docs * FINGERPRINT_ENTRY_LEN };
@@ -1095,17 +1105,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &self.bytes.as_ref()[offset..offset + length]
     }
 
-    /// A key section (posting or band keys) read through its layout;
-    /// `None` when its size does not fit the layout.
-    fn keys_checked(&self, kind: SectionKind) -> Option<Keys<'_>> {
-        let dropped = self.dropped_bits[usize::from(kind == SectionKind::BandKeys)];
-        Keys::new(self.section(kind), dropped)
-    }
-
-    /// A key section; parsing checked its size (an unfit one reads as no
-    /// keys).
+    /// A key section (posting or band keys) read through its layout,
+    /// whose size parsing checked.
     fn keys(&self, kind: SectionKind) -> Keys<'_> {
-        self.keys_checked(kind).unwrap_or_else(Keys::empty)
+        let i = usize::from(kind == SectionKind::BandKeys);
+        Keys::of(self.section(kind), self.dropped_bits[i], self.key_counts[i])
     }
 
     fn corrupted(&self, kind: SectionKind, offset: usize, reason: &str) -> IndexError {

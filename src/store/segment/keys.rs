@@ -69,6 +69,8 @@ pub(super) struct Keys<'a> {
     stored: &'a [u8],
     t: u32,
     width: usize,
+    /// `stored.len() / width`, computed once.
+    count: usize,
 }
 
 impl<'a> Keys<'a> {
@@ -78,17 +80,31 @@ impl<'a> Keys<'a> {
         let width = 8 - (t / 8) as usize;
         let directory_len = if t == 0 { 0 } else { ((1usize << t) + 1) * 4 };
         let (directory, stored) = section.split_at_checked(directory_len)?;
-        stored.len().is_multiple_of(width).then_some(Keys { directory, stored, t, width })
+        let count = stored.len() / width;
+        stored.len().is_multiple_of(width).then_some(Keys { directory, stored, t, width, count })
+    }
+
+    /// The keys of `section`, which [`Keys::new`] found to hold `count`
+    /// keys with `t` dropped bits, without dividing again (a look-up's
+    /// path); no keys if it does not.
+    pub(super) fn of(section: &'a [u8], t: u32, count: usize) -> Keys<'a> {
+        let width = 8 - (t / 8) as usize;
+        let directory_len = if t == 0 { 0 } else { ((1usize << t) + 1) * 4 };
+        let parts = section.split_at_checked(directory_len).filter(|(_, stored)| stored.len() == count * width);
+        match parts {
+            Some((directory, stored)) => Keys { directory, stored, t, width, count },
+            None => Keys::empty(),
+        }
     }
 
     /// A section of no keys.
     pub(super) fn empty() -> Keys<'a> {
-        Keys { directory: &[], stored: &[], t: 0, width: 8 }
+        Keys { directory: &[], stored: &[], t: 0, width: 8, count: 0 }
     }
 
     /// Number of keys.
     pub(super) fn len(&self) -> usize {
-        self.stored.len() / self.width
+        self.count
     }
 
     /// How many top bits each key leaves out (its bucket stands for them).
@@ -104,8 +120,14 @@ impl<'a> Keys<'a> {
     /// The stored bits of key `i` (`i` below [`Keys::len`]).
     #[inline]
     fn low(&self, i: usize) -> u64 {
+        let at = i * self.width;
+        // One unaligned load and a mask where a whole word follows (all
+        // keys but the last few).
+        if let Some(word) = self.stored.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
+            return u64::from_le_bytes(word) & (u64::MAX >> self.t);
+        }
         let mut word = [0u8; 8];
-        word[..self.width].copy_from_slice(&self.stored[i * self.width..(i + 1) * self.width]);
+        word[..self.width].copy_from_slice(&self.stored[at..at + self.width]);
         u64::from_le_bytes(word)
     }
 
@@ -202,7 +224,8 @@ impl<'a> Keys<'a> {
 
     /// The keys from index `i` on, ascending.
     pub(super) fn iter_from(&self, i: usize) -> Iter<'a> {
-        Iter { keys: *self, next: i, bucket: self.bucket_of_index(i) }
+        let bucket = self.bucket_of_index(i);
+        Iter { keys: *self, next: i, bucket, bucket_end: self.start(bucket + 1) }
     }
 
     /// Whether the directory starts at 0, ascends and ends at the key
@@ -229,6 +252,8 @@ pub(super) struct Iter<'a> {
     keys: Keys<'a>,
     next: usize,
     bucket: usize,
+    /// Where the keys of the bucket after `bucket` start.
+    bucket_end: usize,
 }
 
 impl Iter<'_> {
@@ -243,11 +268,12 @@ impl Iter<'_> {
         if i >= self.keys.len() {
             return None;
         }
-        if self.keys.t > 0 {
+        if self.keys.t > 0 && self.bucket_end <= i {
             let last = 1usize << self.keys.t;
             while self.bucket < last && self.keys.start(self.bucket + 1) <= i {
                 self.bucket += 1;
             }
+            self.bucket_end = self.keys.start(self.bucket + 1);
         }
         Some(self.keys.key_in(self.bucket, i))
     }
