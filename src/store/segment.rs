@@ -510,9 +510,7 @@ impl TableWriter {
             return;
         }
         let offset = self.data.len() as u64;
-        let mut bitmap = RoaringBitmap::new();
-        bitmap.append(ordinals.iter().copied()).unwrap_or_default();
-        if ordinals.len() <= PACKED_MAX && 1 + ordinals.len() * self.width < bitmap.serialized_size() {
+        if ordinals.len() <= PACKED_MAX && 1 + ordinals.len() * self.width < small_bitmap_size(ordinals) {
             self.entries.push(Entry::Packed(offset));
             self.data.push(ordinals.len() as u8);
             for ordinal in ordinals {
@@ -520,10 +518,22 @@ impl TableWriter {
             }
         } else {
             self.entries.push(Entry::Offset(offset));
+            let mut bitmap = RoaringBitmap::new();
+            bitmap.append(ordinals.iter().copied()).unwrap_or_default();
             // Writing into a Vec cannot fail.
             let _ = bitmap.serialize_into(&mut self.data);
         }
     }
+}
+
+/// The serialized size of the roaring bitmap of `ordinals` (ascending, at
+/// most 4,096 of them, so every container is an array; the writer adds no
+/// run containers): cookie and container count, a key, cardinality and
+/// offset per container, two bytes a value. Computed, so that a list
+/// stored packed builds no bitmap.
+fn small_bitmap_size(ordinals: &[u32]) -> usize {
+    let containers = 1 + ordinals.windows(2).filter(|w| w[0] >> 16 != w[1] >> 16).count();
+    8 + 8 * containers + 2 * ordinals.len()
 }
 
 /// Sorts `(key, ordinal)` pairs whose keys are hashes (uniform in the top
@@ -2202,6 +2212,18 @@ mod tests {
             let lists: Vec<Vec<u32>> =
                 lists.into_iter().map(|l| l.into_iter().filter(|&d| d < doc_count).collect()).collect();
             check_lists(doc_count, &lists, &cuts)?;
+        }
+    }
+
+    proptest::proptest! {
+        /// The computed size of a small bitmap is the `roaring` crate's.
+        #[test]
+        fn small_bitmap_sizes_are_roarings(
+            ordinals in proptest::collection::btree_set(proptest::prop_oneof![0u32..300_000, 0u32..u32::MAX], 1..300),
+        ) {
+            let ordinals: Vec<u32> = ordinals.into_iter().collect();
+            let bitmap: RoaringBitmap = ordinals.iter().copied().collect();
+            prop_assert_eq!(small_bitmap_size(&ordinals), bitmap.serialized_size());
         }
     }
 

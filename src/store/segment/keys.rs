@@ -44,9 +44,9 @@ pub(super) fn encode(keys: &[u64], t: u32) -> Vec<u8> {
         }
         return out;
     }
-    let width = 8 - (t / 8) as usize;
+    let (width, directory_len) = layout(t);
     let buckets = 1usize << t;
-    let mut out = Vec::with_capacity((buckets + 1) * 4 + keys.len() * width);
+    let mut out = Vec::with_capacity(directory_len + keys.len() * width);
     let mut next = 0usize;
     for b in 0..=buckets {
         while next < keys.len() && ((keys[next] >> (64 - t)) as usize) < b {
@@ -58,6 +58,11 @@ pub(super) fn encode(keys: &[u64], t: u32) -> Vec<u8> {
         out.extend_from_slice(&key.to_le_bytes()[..width]);
     }
     out
+}
+
+/// The bytes of a stored key and of the directory with `t` dropped bits.
+fn layout(t: u32) -> (usize, usize) {
+    (8 - (t / 8) as usize, if t == 0 { 0 } else { ((1usize << t) + 1) * 4 })
 }
 
 /// A key section, borrowed.
@@ -77,8 +82,7 @@ impl<'a> Keys<'a> {
     /// The keys of `section`, with `t` dropped bits; `None` when the
     /// section cannot hold the directory and whole keys.
     pub(super) fn new(section: &'a [u8], t: u32) -> Option<Keys<'a>> {
-        let width = 8 - (t / 8) as usize;
-        let directory_len = if t == 0 { 0 } else { ((1usize << t) + 1) * 4 };
+        let (width, directory_len) = layout(t);
         let (directory, stored) = section.split_at_checked(directory_len)?;
         let count = stored.len() / width;
         stored.len().is_multiple_of(width).then_some(Keys { directory, stored, t, width, count })
@@ -88,8 +92,7 @@ impl<'a> Keys<'a> {
     /// keys with `t` dropped bits, without dividing again (a look-up's
     /// path); no keys if it does not.
     pub(super) fn of(section: &'a [u8], t: u32, count: usize) -> Keys<'a> {
-        let width = 8 - (t / 8) as usize;
-        let directory_len = if t == 0 { 0 } else { ((1usize << t) + 1) * 4 };
+        let (width, directory_len) = layout(t);
         let parts = section.split_at_checked(directory_len).filter(|(_, stored)| stored.len() == count * width);
         match parts {
             Some((directory, stored)) => Keys { directory, stored, t, width, count },
@@ -154,8 +157,10 @@ impl<'a> Keys<'a> {
         (start as usize).min(self.len())
     }
 
-    /// The index range of the keys of `key`'s bucket.
-    fn bucket_range(&self, key: u64) -> Range<usize> {
+    /// The index range of `key`'s bucket: the keys that may equal it and
+    /// that [`Keys::position_in`] may search. The whole section when no
+    /// bits are dropped.
+    pub(super) fn bucket(&self, key: u64) -> Range<usize> {
         let b = self.bucket_of_key(key);
         let start = self.start(b);
         start..self.start(b + 1).max(start)
@@ -209,16 +214,9 @@ impl<'a> Keys<'a> {
         (range.start..end).find(|&i| self.low(i) == rest)
     }
 
-    /// The index range of `key`'s bucket: the keys that may equal it and
-    /// that [`Keys::position_in`] may search. The whole section when no
-    /// bits are dropped.
-    pub(super) fn bucket(&self, key: u64) -> Range<usize> {
-        self.bucket_range(key)
-    }
-
     /// The first index whose key is at least `key`.
     pub(super) fn lower_bound(&self, key: u64) -> usize {
-        let (rest, range) = (self.rest(key), self.bucket_range(key));
+        let (rest, range) = (self.rest(key), self.bucket(key));
         super::first_not_below(range.start, range.end, |i| self.low(i) < rest)
     }
 
