@@ -25,7 +25,7 @@ fn child_writer() {
     let prefix = std::env::var(CHILD_PREFIX).unwrap_or_else(|_| "doc".into());
     let background_maintenance = std::env::var_os(CHILD_BACKGROUND).is_some();
     let options = IndexOptions { flush_threshold: 7, background_maintenance };
-    let index = Index::open_with(&dir, options).expect("child opens the index");
+    let index = open_when_released(&dir, options);
     for n in 0u64.. {
         let mut w = index.writer().unwrap();
         let text = format!("Document number {n} is about the {} and it has been written.", n % 13);
@@ -33,6 +33,28 @@ fn child_writer() {
         w.commit().unwrap();
         // Printed only after the commit returned: an acknowledged insert.
         println!("committed {prefix}-{n}");
+    }
+}
+
+/// Opens the index for writing, waiting up to 10 s while it is locked.
+///
+/// The tests in this binary run on parallel threads, and each spawns
+/// children. A spawn copies the spawning process's descriptors into the new
+/// process until it execs, and an `flock` lives as long as any copy of its
+/// descriptor: a lock that one test held at the instant another test
+/// spawned stays held, for that instant, after its holder released it. A
+/// child that starts within it sees [`IndexError::Locked`] for an index no
+/// live writer holds, so it waits the instant out. The waits are bounded:
+/// a lock that is really held still fails the test.
+fn open_when_released(dir: &str, options: IndexOptions) -> Index {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match Index::open_with(dir, options) {
+            Err(IndexError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            opened => return opened.expect("child opens the index"),
+        }
     }
 }
 

@@ -400,7 +400,9 @@ impl Index {
     ///
     /// # Errors
     /// [`IndexError::NotAnIndex`], [`IndexError::Locked`] when another
-    /// writer holds it, [`IndexError::Incompatible`],
+    /// writer holds it (or held it at the instant its process spawned a
+    /// child that has not yet exec'd: the lock is an `flock`, shared
+    /// through the copied descriptor), [`IndexError::Incompatible`],
     /// [`IndexError::ConfigDecode`], [`IndexError::Corrupted`], ...
     pub fn open(dir: impl AsRef<Path>) -> Result<Index, IndexError> {
         Self::open_with(dir, IndexOptions::default())
