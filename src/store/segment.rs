@@ -259,12 +259,9 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'_>>, width: E
         entries += doc.vector.distinct();
         band_buckets.extend(doc.band_keys.iter().take(bands as usize).map(|&key| (key, ordinal)));
     }
-    let (low, high) = sections.split_at_mut(8);
     let doc_count = docs.len() as u32;
-    let (posting_table, band_table) = rayon::join(
-        || write_bitmap_table(postings, doc_count, &mut low[4]),
-        || write_bitmap_table(band_buckets, doc_count, &mut high[0]),
-    );
+    let (posting_table, band_table) =
+        rayon::join(|| write_bitmap_table(postings, doc_count), || write_bitmap_table(band_buckets, doc_count));
     let tables = Tables::place(&mut sections, posting_table, band_table);
     let fingerprints = docs.iter().map(|d| d.fingerprint.0).collect();
     let ids = docs.iter().map(|d| d.id).collect();
@@ -296,7 +293,9 @@ struct Ordinals {
 
 /// The two bitmap tables, their entries not yet encoded.
 struct Tables {
+    posting_keys: Vec<u64>,
     posting_entries: Vec<Entry>,
+    band_keys: Vec<u64>,
     band_entries: Vec<Entry>,
     /// The posting keys whose lists hold at least [`FREQUENT_MIN`]
     /// ordinals, with their lengths, ascending by key.
@@ -309,7 +308,13 @@ impl Tables {
     fn place(sections: &mut [Vec<u8>], postings: TableWriter, bands: TableWriter) -> Tables {
         sections[6] = postings.data;
         sections[10] = bands.data;
-        Tables { posting_entries: postings.entries, band_entries: bands.entries, frequent: postings.lengths }
+        Tables {
+            posting_keys: postings.keys,
+            posting_entries: postings.entries,
+            band_keys: bands.keys,
+            band_entries: bands.entries,
+            frequent: postings.lengths,
+        }
     }
 }
 
@@ -326,7 +331,7 @@ fn assemble(
     ordinals: Ordinals,
     width: EntryWidth,
 ) -> SegmentFile {
-    let Tables { posting_entries, band_entries, mut frequent } = tables;
+    let Tables { posting_keys, posting_entries, band_keys, band_entries, mut frequent } = tables;
     let Ordinals { ids, fingerprints, entries } = ordinals;
     let doc_count = ids.len();
     // Narrow entries hold an ordinal in 31 bits, or an offset in 30
@@ -339,7 +344,7 @@ fn assemble(
     sections[5] = encode_entries(&posting_entries, narrow);
     sections[9] = encode_entries(&band_entries, narrow);
     // The candidates hold at least FREQUENT_MIN ordinals (TableWriter).
-    let keys = sections[4].len() / 8;
+    let keys = posting_keys.len();
     let cap = FREQUENT_FLOOR.max(keys / 16);
     if frequent.len() > cap {
         frequent.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -350,10 +355,9 @@ fn assemble(
         sections[12].extend_from_slice(&hash.to_le_bytes());
         sections[12].extend_from_slice(&len.to_le_bytes());
     }
-    // The key sections, written as 8-byte keys, in their stored layout.
+    // The key sections in their stored layout.
     let mut dropped = [0u8; 2];
-    for (d, at) in [4, 8].into_iter().enumerate() {
-        let full: Vec<u64> = sections[at].chunks_exact(8).map(|k| le_u64(k, 0)).collect();
+    for (d, (at, full)) in [(4, posting_keys), (8, band_keys)].into_iter().enumerate() {
         let t = keys::dropped_bits(full.len());
         sections[at] = keys::encode(&full, t);
         dropped[d] = t as u8;
@@ -403,15 +407,10 @@ fn assemble(
 /// (`narrow`: the writer has checked that every value fits).
 fn encode_entries(entries: &[Entry], narrow: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(entries.len() * if narrow { 4 } else { 8 });
-    for entry in entries {
-        match (*entry, narrow) {
-            (Entry::Inline(ordinal), true) => out.extend_from_slice(&(NARROW_INLINE | ordinal).to_le_bytes()),
-            (Entry::Offset(offset), true) => out.extend_from_slice(&(offset as u32).to_le_bytes()),
-            (Entry::Packed(offset), true) => out.extend_from_slice(&(NARROW_PACKED | offset as u32).to_le_bytes()),
-            (Entry::Inline(ordinal), false) => out.extend_from_slice(&(INLINE | u64::from(ordinal)).to_le_bytes()),
-            (Entry::Offset(offset), false) => out.extend_from_slice(&offset.to_le_bytes()),
-            (Entry::Packed(offset), false) => out.extend_from_slice(&(PACKED | offset).to_le_bytes()),
-        }
+    if narrow {
+        entries.iter().for_each(|entry| out.extend_from_slice(&entry.narrow().to_le_bytes()));
+    } else {
+        entries.iter().for_each(|entry| out.extend_from_slice(&entry.0.to_le_bytes()));
     }
     out
 }
@@ -444,24 +443,48 @@ fn packed_width(doc_count: u32) -> usize {
 }
 
 /// One entry of an offsets section, before it is encoded.
-#[derive(Debug, Clone, Copy)]
-enum Entry {
-    /// A list's only ordinal.
-    Inline(u32),
-    /// The offset of a list's bitmap in the data section.
-    Offset(u64),
-    /// The offset of a packed list in the data section.
-    Packed(u64),
+///
+/// Held in its eight-byte stored form (8 bytes where an enum took 16: a
+/// merge of a million documents holds tens of millions of them): a list's
+/// only ordinal under [`INLINE`], the offset of a packed list under
+/// [`PACKED`], or the offset of its bitmap in the data section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry(u64);
+
+impl Entry {
+    fn inline(ordinal: u32) -> Entry {
+        Entry(INLINE | u64::from(ordinal))
+    }
+
+    fn bitmap(offset: u64) -> Entry {
+        Entry(offset)
+    }
+
+    fn packed(offset: u64) -> Entry {
+        Entry(PACKED | offset)
+    }
+
+    /// The four-byte form; the caller has checked that the ordinals and
+    /// offsets fit it.
+    fn narrow(self) -> u32 {
+        if self.0 & INLINE != 0 {
+            NARROW_INLINE | self.0 as u32
+        } else if self.0 & PACKED != 0 {
+            NARROW_PACKED | (self.0 & !PACKED) as u32
+        } else {
+            self.0 as u32
+        }
+    }
 }
 
 /// Writes the keys of a bitmap table into `keys` and its lists into the
 /// returned writer (see [`TableWriter`]), from `(key, ordinal)` pairs in
 /// any order.
-fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32, keys: &mut Vec<u8>) -> TableWriter {
+fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter {
     sort_pairs(&mut pairs);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
-    let mut table = TableWriter::new(doc_count);
+    let mut table = TableWriter::new(doc_count, 0, 0);
     let mut ordinals = Vec::new();
     let mut i = 0;
     while i < pairs.len() {
@@ -469,7 +492,7 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32, keys: &mut Vec
         let run = pairs[i..].iter().take_while(|p| p.0 == key).count();
         ordinals.clear();
         ordinals.extend(pairs[i..i + run].iter().map(|p| p.1));
-        table.push(key, &ordinals, keys);
+        table.push(key, &ordinals);
         i += run;
     }
     table
@@ -478,6 +501,8 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32, keys: &mut Vec
 /// The lists of a bitmap table as they are written, in ascending key
 /// order (the writer's and the merge's).
 struct TableWriter {
+    /// The keys, ascending.
+    keys: Vec<u64>,
     /// The data section: packed lists and serialized bitmaps.
     data: Vec<u8>,
     /// The bytes of a packed list's ordinals ([`packed_width`]).
@@ -489,35 +514,44 @@ struct TableWriter {
 }
 
 impl TableWriter {
-    /// A writer for the tables of a segment of `doc_count` documents.
-    fn new(doc_count: u32) -> TableWriter {
-        TableWriter { data: Vec::new(), width: packed_width(doc_count), entries: Vec::new(), lengths: Vec::new() }
+    /// A writer for the tables of a segment of `doc_count` documents,
+    /// with room for `keys` keys and `data` bytes of lists (a merge knows
+    /// bounds: reserved, its buffers are neither copied nor faulted in
+    /// twice as they grow).
+    fn new(doc_count: u32, keys: usize, data: usize) -> TableWriter {
+        TableWriter {
+            keys: Vec::with_capacity(keys),
+            data: Vec::with_capacity(data),
+            width: packed_width(doc_count),
+            entries: Vec::with_capacity(keys),
+            lengths: Vec::new(),
+        }
     }
 
-    /// Appends `key` to `keys` and its list of `ordinals` (ascending, not
+    /// Appends `key` and its list of `ordinals` (ascending, not
     /// empty): in its entry when it has one ordinal (most signatures occur
     /// in one document of a segment), else in the data section, the entry
     /// holding its offset: packed (a count byte, then each ordinal in
     /// `width` bytes) when that is smaller than the roaring bitmap, as most
     /// lists of a few documents are, else as the bitmap.
-    fn push(&mut self, key: u64, ordinals: &[u32], keys: &mut Vec<u8>) {
+    fn push(&mut self, key: u64, ordinals: &[u32]) {
         if ordinals.len() as u64 >= FREQUENT_MIN {
             self.lengths.push((key, ordinals.len() as u64));
         }
-        keys.extend_from_slice(&key.to_le_bytes());
+        self.keys.push(key);
         if let [ordinal] = ordinals {
-            self.entries.push(Entry::Inline(*ordinal));
+            self.entries.push(Entry::inline(*ordinal));
             return;
         }
         let offset = self.data.len() as u64;
         if ordinals.len() <= PACKED_MAX && 1 + ordinals.len() * self.width < small_bitmap_size(ordinals) {
-            self.entries.push(Entry::Packed(offset));
+            self.entries.push(Entry::packed(offset));
             self.data.push(ordinals.len() as u8);
             for ordinal in ordinals {
                 self.data.extend_from_slice(&ordinal.to_le_bytes()[..self.width]);
             }
         } else {
-            self.entries.push(Entry::Offset(offset));
+            self.entries.push(Entry::bitmap(offset));
             let mut bitmap = RoaringBitmap::new();
             bitmap.append(ordinals.iter().copied()).unwrap_or_default();
             // Writing into a Vec cannot fail.

@@ -46,7 +46,7 @@ pub(super) fn encode(keys: &[u64], t: u32) -> Vec<u8> {
     }
     let (width, directory_len) = layout(t);
     let buckets = 1usize << t;
-    let mut out = Vec::with_capacity(directory_len + keys.len() * width);
+    let mut out = Vec::with_capacity(directory_len + keys.len() * width + 8);
     let mut next = 0usize;
     for b in 0..=buckets {
         while next < keys.len() && ((keys[next] >> (64 - t)) as usize) < b {
@@ -54,8 +54,11 @@ pub(super) fn encode(keys: &[u64], t: u32) -> Vec<u8> {
         }
         out.extend_from_slice(&(next as u32).to_le_bytes());
     }
+    // Eight bytes written and the top ones taken back: a fixed-size copy
+    // where a `width`-byte one compiles to a `memcpy` call per key.
     for key in keys {
-        out.extend_from_slice(&key.to_le_bytes()[..width]);
+        out.extend_from_slice(&key.to_le_bytes());
+        out.truncate(out.len() - (8 - width));
     }
     out
 }

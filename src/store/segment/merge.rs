@@ -97,15 +97,14 @@ pub fn merge_segments<B: AsRef<[u8]> + Sync>(
     let ordinals = copy_vectors(sources, &placed, &mut sections)?;
     let doc_count = placed.len() as u32;
     drop(placed);
-    let (low, high) = sections.split_at_mut(8);
     let (postings, band_table) = rayon::join(
         || {
             let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
-            merge_table(sources, &maps, doc_count, kinds, &mut low[4])
+            merge_table(sources, &maps, doc_count, kinds)
         },
         || {
             let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
-            merge_table(sources, &maps, doc_count, kinds, &mut high[0])
+            merge_table(sources, &maps, doc_count, kinds)
         },
     );
     let tables = Tables::place(&mut sections, postings?, band_table?);
@@ -192,11 +191,13 @@ fn merge_table<B: AsRef<[u8]>>(
     maps: &[Vec<u32>],
     doc_count: u32,
     kinds: (SectionKind, SectionKind, SectionKind),
-    keys: &mut Vec<u8>,
 ) -> Result<TableWriter, IndexError> {
     let (key_kind, offsets, data) = kinds;
     let total: usize = sources.iter().map(|s| s.keys(key_kind).len()).sum();
-    keys.reserve_exact(total * 8);
+    // Bounds: the merged keys are at most the sources' together; lists
+    // only lose ordinals or join, and a joined list is rarely larger than
+    // its parts (more is reallocated).
+    let data_bytes: usize = sources.iter().map(|s| s.section(data).len()).sum();
     let bits = (total / KEYS_PER_RANGE).max(1).ilog2().min(32);
     let ranges = 1u64 << bits;
     let mut cursors: Vec<_> = sources.iter().map(|s| s.keys(key_kind).iter_from(0)).collect();
@@ -204,7 +205,7 @@ fn merge_table<B: AsRef<[u8]>>(
     // (key, source, key index) of the keys in one range.
     let mut run: Vec<(u64, u32, usize)> = Vec::new();
     let mut ordinals: Vec<u32> = Vec::new();
-    let mut table = TableWriter::new(doc_count);
+    let mut table = TableWriter::new(doc_count, total, data_bytes);
     for range in 0..ranges {
         // The last range runs to the end of every source (u64::MAX included).
         let end = (range + 1 < ranges).then(|| (range + 1) << (64 - bits));
@@ -255,7 +256,7 @@ fn merge_table<B: AsRef<[u8]>>(
                 ordinals.dedup();
             }
             if !ordinals.is_empty() {
-                table.push(key, &ordinals, keys);
+                table.push(key, &ordinals);
             }
             i += group;
         }
