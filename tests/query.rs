@@ -560,19 +560,11 @@ proptest! {
         ppb in 500_000_000u32..=1_000_000_000,
     ) {
         let measure = if set { Similarity::SetJaccard } else { Similarity::MultisetJaccard };
-        let config = config_with(measure);
-        let dir = tempfile::tempdir().unwrap();
-        let options = IndexOptions { flush_threshold: 100_000, ..IndexOptions::default() };
-        let index = Index::create_with(dir.path(), config.clone(), options).unwrap();
+        let (_dir, index, config) = index_flushed_by_hand(measure);
         // Stage 0 and 1 end in a flush (two segments), stage 2 stays pending.
         let mut docs: Vec<(SignatureVector, u8)> = originals.iter().map(|v| (v.clone(), 0)).collect();
         for &(of, drop, hash, stage) in &copies {
-            let original = &originals[of % originals.len()];
-            // One signature replaced by another held by nobody else.
-            let mut pairs: Vec<(u64, u32)> = original.iter().collect();
-            let drop = drop % pairs.len();
-            pairs[drop] = (hash, 1);
-            docs.push((SignatureVector::from_pairs(pairs), stage));
+            docs.push((near_copy(&originals[of % originals.len()], drop, hash), stage));
         }
         for stage in 0..3u8 {
             let mut w = index.writer().unwrap();
@@ -589,11 +581,94 @@ proptest! {
         let ids: Vec<u64> = (0..docs.len()).map(|n| s.get(&n.to_string()).unwrap().unwrap().id).collect();
         let indexed: Vec<(u64, &SignatureVector)> = ids.iter().copied().zip(docs.iter().map(|d| &d.0)).collect();
         let tau = Threshold::from_ppb(ppb).unwrap();
-        let mut expected = oracle::self_join(&indexed, measure, tau);
-        let mut got = Vec::new();
-        s.self_join(tau, |p| got.push(p)).unwrap();
-        got.sort_unstable_by_key(|p| (p.a, p.b));
-        expected.sort_unstable_by_key(|p| (p.a, p.b));
+        let (got, expected) = join_and_oracle(&s, &indexed, measure, tau);
         prop_assert_eq!(got, expected);
     }
+
+    /// The self-join looks a shared signature up only in the segments its
+    /// masks name, one bit per segment position modulo 8: with eleven
+    /// segments, three bits stand for two segments each. Near-duplicates
+    /// spread over all of them, some pairs holding a signature only the two
+    /// of them hold, are found as the oracle finds them.
+    #[test]
+    fn self_join_across_more_segments_than_mask_bits(
+        originals in prop::collection::vec(arb_unique_vector(), 11..30),
+        copies in prop::collection::vec((0usize..30, 0usize..24, any::<u64>(), 0usize..11), 1..30),
+        set in any::<bool>(),
+        ppb in 500_000_000u32..=1_000_000_000,
+    ) {
+        let measure = if set { Similarity::SetJaccard } else { Similarity::MultisetJaccard };
+        let (_dir, index, config) = index_flushed_by_hand(measure);
+        // Original n goes to segment n mod 11; each copy (one signature
+        // replaced by one nobody else holds) to the segment it names.
+        let mut docs: Vec<(SignatureVector, usize)> =
+            originals.iter().enumerate().map(|(n, v)| (v.clone(), n % 11)).collect();
+        for &(of, drop, hash, segment) in &copies {
+            docs.push((near_copy(&originals[of % originals.len()], drop, hash), segment));
+        }
+        // Segments 0–3 get ten or more documents (padding of their own),
+        // the rest fewer than eight: two tiers of the merge policy, neither
+        // with eight segments, so all eleven stay.
+        for segment in 0..11 {
+            let mut w = index.writer().unwrap();
+            let mut held = 0;
+            for (n, (vector, _)) in docs.iter().enumerate().filter(|(_, d)| d.1 == segment) {
+                let signature = signature_of(&config, vector.clone(), n as u64);
+                w.insert(&n.to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
+                held += 1;
+            }
+            let padding = if segment < 4 { 10usize.saturating_sub(held) } else { 0 };
+            for p in 0..padding {
+                let vector = SignatureVector::from_pairs(vec![(0xFACE_0000 + (segment * 16 + p) as u64, 1)]);
+                let signature = signature_of(&config, vector, 10_000 + (segment * 16 + p) as u64);
+                w.insert(&format!("pad-{segment}-{p}"), Document::Signatures(&signature), Metadata::default()).unwrap();
+            }
+            w.commit().unwrap();
+            index.flush().unwrap();
+        }
+        let s = index.searcher().unwrap();
+        let segments = index.stats().unwrap().segments;
+        prop_assume!(segments > 8, "only {} segments", segments);
+        let mut indexed: Vec<(u64, SignatureVector)> = Vec::new();
+        s.for_each_live(|id, v| indexed.push((id, v.clone()))).unwrap();
+        let indexed: Vec<(u64, &SignatureVector)> = indexed.iter().map(|(id, v)| (*id, v)).collect();
+        let tau = Threshold::from_ppb(ppb).unwrap();
+        let (got, expected) = join_and_oracle(&s, &indexed, measure, tau);
+        // Cases without a pair check nothing about the masks.
+        prop_assume!(!expected.is_empty());
+        prop_assert_eq!(got, expected);
+    }
+}
+
+/// `original` with its signature `drop` (modulo its count) replaced by
+/// `hash`, which nobody else holds.
+fn near_copy(original: &SignatureVector, drop: usize, hash: u64) -> SignatureVector {
+    let mut pairs: Vec<(u64, u32)> = original.iter().collect();
+    let drop = drop % pairs.len();
+    pairs[drop] = (hash, 1);
+    SignatureVector::from_pairs(pairs)
+}
+
+/// The self-join's pairs and the oracle's over `indexed`, both sorted.
+fn join_and_oracle(
+    searcher: &neardex::store::Searcher,
+    indexed: &[(u64, &SignatureVector)],
+    measure: Similarity,
+    tau: Threshold,
+) -> (Vec<oracle::Pair>, Vec<oracle::Pair>) {
+    let mut expected = oracle::self_join(indexed, measure, tau);
+    let mut got = Vec::new();
+    searcher.self_join(tau, |p| got.push(p)).unwrap();
+    got.sort_unstable_by_key(|p| (p.a, p.b));
+    expected.sort_unstable_by_key(|p| (p.a, p.b));
+    (got, expected)
+}
+
+/// A new index under `measure` that flushes only when told to.
+fn index_flushed_by_hand(measure: Similarity) -> (tempfile::TempDir, Index, neardex::SignatureConfig) {
+    let config = config_with(measure);
+    let dir = tempfile::tempdir().unwrap();
+    let options = IndexOptions { flush_threshold: 100_000, ..IndexOptions::default() };
+    let index = Index::create_with(dir.path(), config.clone(), options).unwrap();
+    (dir, index, config)
 }
