@@ -32,7 +32,7 @@ def fmt(value, digits=0):
     return f"{value:,.{digits}f}"
 
 
-order = ["neardex-shingles", "neardex-spotsigs", "prefix-shingles", "prefix-spotsigs", "gaoya", "rensa", "datasketch"]
+order = ["neardex-shingles", "neardex-spotsigs", "neardex-shingles-optimized", "neardex-spotsigs-optimized", "prefix-shingles", "prefix-spotsigs", "gaoya", "rensa", "datasketch"]
 print(f"Corpus: {corpus['documents']:,} generated pages (mean {corpus['mean_html_bytes']:,} bytes of HTML, "
       f"{corpus['mean_words']} words of visible text; pool digest {corpus['digest']}); tau = 0.8; "
       f"medians of {max(len(v) for v in runs.values())} runs.")
@@ -74,6 +74,11 @@ for peer in ["gaoya", "rensa", "datasketch", "prefix-shingles"]:
 print(f"| prefix-spotsigs (neardex SpotSigs) | — | "
       f"{fmt(ratio('neardex-spotsigs', 'query_p50_us', 'prefix-spotsigs', 'query_p50_us', invert=True), 2)} | "
       f"{fmt(ratio('neardex-spotsigs', 'all_pairs_seconds', 'prefix-spotsigs', 'all_pairs_seconds', invert=True), 2)} | — |")
+if "neardex-spotsigs-optimized" in runs:
+    # After Index::optimize (COMPARE_OPTIMIZE=1); its whole job includes the optimize.
+    print(f"| prefix-spotsigs (neardex SpotSigs, optimized index) | — | "
+          f"{fmt(ratio('neardex-spotsigs-optimized', 'query_p50_us', 'prefix-spotsigs', 'query_p50_us', invert=True), 2)} | "
+          f"{fmt(ratio('neardex-spotsigs-optimized', 'all_pairs_seconds', 'prefix-spotsigs', 'all_pairs_seconds', invert=True), 2)} | — |")
 print()
 lsh = runs.get(ours, [{}])[0]
 print(f"neardex LSH query path (word 3-shingles): p50 {fmt(median(ours, 'lsh_query_p50_us'), 1)} µs, "

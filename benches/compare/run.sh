@@ -39,11 +39,17 @@ else
     grep -v '"score"' "$results" > "$results.tmp" 2>/dev/null || true
     mv "$results.tmp" "$results"
 fi
-record() { # run tool... : one JSON line, tagged with the run
+record() { # run tool... : its JSON lines (one, or two with COMPARE_OPTIMIZE=1), tagged with the run
     local run=$1; shift
     echo "run $run: $*" >&2
-    "$@" | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r['run']=$run; print(json.dumps(r))" >> "$results"
+    "$@" | python3 -c "
+import json, sys
+for line in sys.stdin:
+    if line.strip():
+        r = json.loads(line); r['run'] = $run; print(json.dumps(r))" >> "$results"
 }
+# COMPARE_OPTIMIZE=1: neardex also optimizes its index (one segment) after
+# its figures and measures queries and all pairs again (rows "-optimized").
 # COMPARE_TOOLS picks tools (default: all), e.g. COMPARE_TOOLS="neardex gaoya";
 # with COMPARE_APPEND=1 their results join those of earlier invocations.
 tools=${COMPARE_TOOLS:-prefix neardex gaoya rensa datasketch}
