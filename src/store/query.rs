@@ -224,17 +224,17 @@ impl SharedSignatures {
             .map(|range| {
                 let lo = range << (64 - Self::RANGE_BITS);
                 let hi = lo | (u64::MAX >> Self::RANGE_BITS);
-                let keys: Vec<Vec<(u64, bool)>> = segments
+                // Each segment's keys are read as the merge walks them.
+                let mut sources: Vec<KeySource<'_, IndexError>> = segments
                     .iter()
-                    .map(|loaded| loaded.segment.posting_keys_between(lo, hi))
-                    .collect::<Result<_, _>>()?;
+                    .map(|loaded| Box::new(loaded.segment.posting_keys_between(lo, hi)) as KeySource<'_, _>)
+                    .collect();
                 let from = pending.partition_point(|k| k.0 < lo);
                 let to = pending.partition_point(|k| k.0 <= hi);
-                let mut sources: Vec<&[(u64, bool)]> = keys.iter().map(Vec::as_slice).collect();
-                sources.push(&pending[from..to]);
+                sources.push(Box::new(pending[from..to].iter().copied().map(Ok)));
                 // The pending documents are in no segment: no bit.
                 let bits: Vec<u8> = (0..segments.len()).map(SegmentMasks::bit).chain([0]).collect();
-                Ok(shared_keys(&sources, &bits))
+                shared_keys(sources, &bits)
             })
             .collect::<Result<_, IndexError>>()?;
         Ok(Self::from_ranges(&shared))
@@ -360,32 +360,30 @@ impl KeyFilter {
     }
 }
 
+/// One source of [`shared_keys`]: keys ascending, each with whether its
+/// list may hold several documents.
+type KeySource<'s, E> = Box<dyn Iterator<Item = Result<(u64, bool), E>> + 's>;
+
 /// The keys that, across `sources` (each ascending, each key with whether
 /// its list may hold several documents), more than one document may hold:
 /// those listed by two or more sources or with a list of several; each
-/// with the union of the `bits` of the sources that list it.
-fn shared_keys(sources: &[&[(u64, bool)]], bits: &[u8]) -> Vec<(u64, u8)> {
+/// with the union of the `bits` of the sources that list it. The first
+/// error a source yields ends the merge.
+fn shared_keys<E>(mut sources: Vec<KeySource<'_, E>>, bits: &[u8]) -> Result<Vec<(u64, u8)>, E> {
     debug_assert_eq!(sources.len(), bits.len());
-    let mut at = vec![0usize; sources.len()];
+    let mut heads: Vec<Option<(u64, bool)>> =
+        sources.iter_mut().map(|s| s.next().transpose()).collect::<Result<_, E>>()?;
     let mut out = Vec::new();
     loop {
-        let mut min = None;
-        for (source, &i) in sources.iter().zip(&at) {
-            if let Some(&(key, _)) = source.get(i) {
-                if min.is_none_or(|m| key < m) {
-                    min = Some(key);
-                }
-            }
-        }
-        let Some(min) = min else { return out };
+        let Some(min) = heads.iter().flatten().map(|h| h.0).min() else { return Ok(out) };
         let (mut holders, mut several, mut mask) = (0, false, 0u8);
-        for ((source, i), &bit) in sources.iter().zip(at.iter_mut()).zip(bits) {
-            if let Some(&(key, many)) = source.get(*i) {
+        for ((head, source), &bit) in heads.iter_mut().zip(sources.iter_mut()).zip(bits) {
+            if let Some((key, many)) = *head {
                 if key == min {
                     holders += 1;
                     several |= many;
                     mask |= bit;
-                    *i += 1;
+                    *head = source.next().transpose()?;
                 }
             }
         }
@@ -1283,7 +1281,7 @@ pub fn explain_vectors(measure: Similarity, a: &SignatureVector, b: &SignatureVe
 
 #[cfg(test)]
 mod tests {
-    use super::{shared_keys, SegmentMasks, SharedSignatures};
+    use super::{shared_keys, KeySource, SegmentMasks, SharedSignatures};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -1324,7 +1322,9 @@ mod tests {
                 }
             }
             let with_bits: Vec<(u64, u8)> = expected.iter().map(|k| (*k, holding[k])).collect();
-            prop_assert_eq!(&shared_keys(&slices, &bits), &with_bits);
+            let sources: Vec<KeySource<'_, ()>> =
+                slices.iter().map(|s| Box::new(s.iter().copied().map(Ok)) as KeySource<'_, ()>).collect();
+            prop_assert_eq!(&shared_keys(sources, &bits).unwrap(), &with_bits);
             let ranges: Vec<Vec<(u64, u8)>> = (0..1u64 << SharedSignatures::RANGE_BITS)
                 .map(|r| with_bits.iter().copied().filter(|k| k.0 >> (64 - SharedSignatures::RANGE_BITS) == r).collect())
                 .collect();
@@ -1347,5 +1347,20 @@ mod tests {
             // positives.
             prop_assert!(false_positives * 10 <= alone.len().max(20), "{false_positives} of {}", alone.len());
         }
+    }
+
+    /// A source that fails ends the merge with its error, whether it
+    /// fails at its first key or after others were merged.
+    #[test]
+    fn a_failing_source_ends_the_merge_with_its_error() {
+        for fail_at in 0..3 {
+            let good: KeySource<'_, &str> = Box::new([(1, false), (5, false), (9, true)].into_iter().map(Ok));
+            let bad: KeySource<'_, &str> =
+                Box::new((0..3u64).map(move |i| if i == fail_at { Err("damaged") } else { Ok((i * 4 + 1, false)) }));
+            assert_eq!(shared_keys(vec![good, bad], &[1, 2]), Err("damaged"), "failing at {fail_at}");
+        }
+        let good: KeySource<'_, &str> = Box::new([(1, false), (5, false)].into_iter().map(Ok));
+        let other: KeySource<'_, &str> = Box::new([(5, false), (7, true)].into_iter().map(Ok));
+        assert_eq!(shared_keys(vec![good, other], &[1, 2]), Ok(vec![(5, 3), (7, 2)]));
     }
 }

@@ -1560,34 +1560,12 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// The posting keys `k` with `lo <= k <= hi`, ascending, each with
     /// whether its list may hold several documents (every list but an
     /// inline one-document entry): what the self-join merges to learn
-    /// which signatures only one document holds (`query.rs`).
-    ///
-    /// # Errors
-    /// [`IndexError::Corrupted`] when the keys do not ascend.
-    pub fn posting_keys_between(&self, lo: u64, hi: u64) -> Result<Vec<(u64, bool)>, IndexError> {
+    /// which signatures only one document holds (`query.rs`). Read as they
+    /// are walked; an item is [`IndexError::Corrupted`] (and the last)
+    /// when the keys do not ascend.
+    pub fn posting_keys_between(&self, lo: u64, hi: u64) -> PostingKeys<'_, B> {
         let keys = self.keys(SectionKind::PostingKeys);
-        let offsets = self.section(SectionKind::PostingOffsets);
-        let mut out = Vec::new();
-        let mut last = None;
-        let mut iter = keys.iter_from(keys.lower_bound(lo));
-        while let Some(key) = iter.peek() {
-            let i = iter.index();
-            iter.next();
-            if key > hi {
-                break;
-            }
-            if last.is_some_and(|last| key <= last) {
-                return Err(self.corrupted(SectionKind::PostingKeys, keys.offset_of(i), "posting keys not ascending"));
-            }
-            last = Some(key);
-            let inline = if self.narrow {
-                le_u32(offsets, i * 4) & NARROW_INLINE != 0
-            } else {
-                le_u64(offsets, i * 8) & INLINE != 0
-            };
-            out.push((key, !inline));
-        }
-        Ok(out)
+        PostingKeys { segment: self, iter: keys.iter_from(keys.lower_bound(lo)), hi, last: None, failed: false }
     }
 
     fn lookup(
@@ -1845,6 +1823,46 @@ fn le_u32(bytes: &[u8], at: usize) -> u32 {
 
 fn le_u64(bytes: &[u8], at: usize) -> u64 {
     bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes)
+}
+
+/// The posting keys of a key range of a segment, each with whether its
+/// list may hold several documents ([`Segment::posting_keys_between`]).
+pub struct PostingKeys<'a, B: AsRef<[u8]>> {
+    segment: &'a Segment<B>,
+    iter: keys::Iter<'a>,
+    hi: u64,
+    last: Option<u64>,
+    failed: bool,
+}
+
+impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
+    type Item = Result<(u64, bool), IndexError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let key = self.iter.peek()?;
+        let i = self.iter.index();
+        self.iter.next();
+        if key > self.hi {
+            return None;
+        }
+        let segment = self.segment;
+        if self.last.is_some_and(|last| key <= last) {
+            self.failed = true;
+            let offset = segment.keys(SectionKind::PostingKeys).offset_of(i);
+            return Some(Err(segment.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending")));
+        }
+        self.last = Some(key);
+        let offsets = segment.section(SectionKind::PostingOffsets);
+        let inline = if segment.narrow {
+            le_u32(offsets, i * 4) & NARROW_INLINE != 0
+        } else {
+            le_u64(offsets, i * 8) & INLINE != 0
+        };
+        Some(Ok((key, !inline)))
+    }
 }
 
 #[cfg(test)]
@@ -2151,7 +2169,7 @@ mod tests {
             let mut sorted = hashes.clone();
             sorted.sort_unstable();
             let (lo, hi) = (sorted.get(n / 3).copied().unwrap_or(0), sorted.get(n / 2).copied().unwrap_or(0));
-            let between: Vec<u64> = segment.posting_keys_between(lo, hi).unwrap().into_iter().map(|k| k.0).collect();
+            let between: Vec<u64> = segment.posting_keys_between(lo, hi).map(|k| k.unwrap().0).collect();
             assert_eq!(between, sorted.iter().copied().filter(|k| (lo..=hi).contains(k)).collect::<Vec<_>>());
             for probe in (0..2_000).map(|_| next()).chain([0, u64::MAX]) {
                 let found = segment.find_posting_key(probe);
