@@ -101,21 +101,13 @@ impl Ranks {
         Ranks { lengths, listed }
     }
 
-    /// The estimated list length of a listed signature.
-    fn length(&self, hash: u64) -> Option<u64> {
-        if self.listed.may_hold(hash) {
-            self.lengths.get(&hash).copied()
-        } else {
-            None
-        }
-    }
-
     /// The query's signatures with their weights, rarest first: unlisted
-    /// signatures (in the query's hash order), then the listed ones by
-    /// estimated length, ties by hash; cut where `enough`, given the
+    /// signatures (those the `listed` filter rules out, in the query's
+    /// hash order), then the others by estimated length (0 for a filter
+    /// false positive), ties by hash; cut where `enough`, given the
     /// weight before a signature, says no segment will look it up. The
     /// unlisted signatures often make that weight alone, and then the
-    /// listed ones are neither sorted nor all ranked.
+    /// others' lengths are never read from the map.
     ///
     /// With `alone` (a self-join probe), the unlisted signatures that
     /// no other document holds are left out of the order and their
@@ -159,19 +151,31 @@ impl Ranks {
         mut visited: u64,
         enough: impl Fn(u64) -> bool,
     ) -> Vec<(u64, u64)> {
+        // The filter's words all read first, so that their cache misses
+        // overlap (as in `order`); a signature it rules out is unlisted.
+        // The lengths of the others are read from the map only if the
+        // unlisted ones do not make the weight (often they do): a filter
+        // false positive then counts as listed with length 0.
+        let signatures: Vec<(u64, u64)> = signatures.into_iter().collect();
+        let words: Vec<u64> = signatures.iter().map(|&(hash, _)| self.listed.load(hash)).collect();
         let mut order = Vec::new();
         let mut listed = Vec::new();
-        for (hash, weight) in signatures {
+        for (&(hash, weight), &word) in signatures.iter().zip(&words) {
             if enough(visited) {
                 return order;
             }
-            match self.length(hash) {
-                Some(length) => listed.push((length, hash, weight)),
-                None => {
-                    order.push((hash, weight));
-                    visited += weight;
-                }
+            if KeyFilter::admits(word, hash) {
+                listed.push((0, hash, weight));
+            } else {
+                order.push((hash, weight));
+                visited += weight;
             }
+        }
+        if enough(visited) {
+            return order;
+        }
+        for (length, hash, _) in &mut listed {
+            *length = self.lengths.get(hash).copied().unwrap_or(0);
         }
         listed.sort_unstable();
         for (_, hash, weight) in listed {
@@ -344,6 +348,7 @@ impl KeyFilter {
 
     /// False only if `key` was never inserted. Reads one word, with no
     /// branch on it.
+    #[cfg(test)]
     fn may_hold(&self, key: u64) -> bool {
         Self::admits(self.load(key), key)
     }
@@ -464,26 +469,33 @@ struct WeightedLists<L> {
     skipped: u64,
 }
 
-/// Looks `signatures` up in the given order (`lookup` gets a signature's
-/// place in it and its hash), until `enough` says, given
-/// the weight visited so far, that the δ1 break is certain.
+/// Looks up the signatures of `signatures` (in the given order) that come
+/// before `enough` says, given the weight visited so far (found or
+/// absent alike), that the δ1 break is certain: all at once, as `lookup`
+/// gets them, so that a source can overlap their cache misses; `lookup`
+/// returns a list or none for each.
 fn weighted_lists<L, E>(
     signatures: &[(u64, u64)],
-    mut enough: impl FnMut(u64) -> bool,
-    mut lookup: impl FnMut(usize, u64) -> Result<Option<L>, E>,
+    enough: impl Fn(u64) -> bool,
+    lookup: impl FnOnce(&[(u64, u64)]) -> Result<Vec<Option<L>>, E>,
 ) -> Result<WeightedLists<L>, E> {
-    let mut out = WeightedLists { lists: Vec::new(), absent: 0, skipped: 0 };
     let mut visited = 0;
-    for (n, &(hash, weight)) in signatures.iter().enumerate() {
-        if enough(visited) {
-            out.skipped = (signatures.len() - n) as u64;
-            break;
-        }
-        match lookup(n, hash)? {
+    let cut = signatures
+        .iter()
+        .position(|&(_, weight)| {
+            let done = enough(visited);
+            visited += weight;
+            done
+        })
+        .unwrap_or(signatures.len());
+    let mut out = WeightedLists { lists: Vec::new(), absent: 0, skipped: (signatures.len() - cut) as u64 };
+    let looked_up = lookup(&signatures[..cut])?;
+    debug_assert_eq!(looked_up.len(), cut);
+    for (list, &(_, weight)) in looked_up.into_iter().zip(signatures) {
+        match list {
             Some(list) => out.lists.push((list, weight)),
             None => out.absent += weight,
         }
-        visited += weight;
     }
     Ok(out)
 }
@@ -728,8 +740,13 @@ impl Searcher {
         }
         let index = super::delta::read(&self.state.delta_index);
         let len_q = measure.length(query);
-        let Ok(WeightedLists { mut lists, absent, .. }) =
-            weighted_lists(plan.order, |_| false, |_, hash| Ok::<_, std::convert::Infallible>(index.posting(hash)));
+        let Ok(WeightedLists { mut lists, absent, .. }) = weighted_lists(
+            plan.order,
+            |_| false,
+            |signatures| {
+                Ok::<_, std::convert::Infallible>(signatures.iter().map(|&(hash, _)| index.posting(hash)).collect())
+            },
+        );
         let absent = absent + plan.alone;
         lists.sort_by_key(|l| l.0.len());
         let full = pruning == Pruning::Full;
@@ -824,11 +841,13 @@ impl Searcher {
         // break before any later list.
         let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
         let enough = |visited| alone + visited >= stop;
-        let WeightedLists { lists: found, absent, skipped } = weighted_lists(order, enough, |n, hash| match masks {
-            // The signature's shared masks leave this segment out: no
-            // document of it holds the signature.
-            Some(masks) if masks.get(n).is_some_and(|&m| m & SegmentMasks::bit(position) == 0) => Ok(None),
-            _ => segment.posting_list(hash),
+        let WeightedLists { lists: found, absent, skipped } = weighted_lists(order, enough, |signatures| {
+            segment.posting_lists(signatures.iter().enumerate().map(|(n, &(hash, _))| match masks {
+                // The signature's shared masks leave this segment out: no
+                // document of it holds the signature.
+                Some(masks) if masks.get(n).is_some_and(|&m| m & SegmentMasks::bit(position) == 0) => None,
+                _ => Some(hash),
+            }))
         })?;
         let absent = absent + alone;
         // Signatures past the cut of the order are skipped as well.

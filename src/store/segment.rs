@@ -1436,6 +1436,58 @@ impl<B: AsRef<[u8]>> Segment<B> {
         self.list_in_place(SectionKind::PostingOffsets, SectionKind::PostingData, i).map(Some)
     }
 
+    /// [`Segment::posting_list`] of each hash of `hashes` (`None` for a
+    /// `None`: a hash the caller knows this segment lacks), in stages so
+    /// that the look-ups' cache misses overlap: every directory entry
+    /// first, then the first key line of every bucket, then the searches,
+    /// then every list entry, then the lists. No load of a stage depends
+    /// on another of the same stage; looked up one at a time, each
+    /// look-up's three or four dependent misses wait in turn.
+    ///
+    /// # Errors
+    /// As [`Segment::posting_list`].
+    pub fn posting_lists(
+        &self,
+        hashes: impl IntoIterator<Item = Option<u64>>,
+    ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
+        let keys = self.keys(SectionKind::PostingKeys);
+        let directory = self.directory.get_or_init(|| KeyDirectory::build(keys));
+        // Each hash with its bucket's key range (`None`: no directory).
+        let ranges: Vec<(u64, Option<std::ops::Range<usize>>)> = hashes
+            .into_iter()
+            .map(|hash| match hash {
+                Some(hash) => (hash, directory.range(hash)),
+                None => (0, Some(0..0)),
+            })
+            .collect();
+        let mut touched = 0u8;
+        for (_, range) in &ranges {
+            if let Some(range) = range.as_ref().filter(|r| !r.is_empty()) {
+                touched ^= keys.touch(range.start);
+            }
+        }
+        std::hint::black_box(touched);
+        let positions: Vec<Option<usize>> = ranges
+            .into_iter()
+            .map(|(hash, range)| match range {
+                Some(range) => keys.position_in(range, hash),
+                None => self.find_key(SectionKind::PostingKeys, hash),
+            })
+            .collect();
+        let (offsets, width) = (self.section(SectionKind::PostingOffsets), self.entry_width());
+        let mut touched = 0u8;
+        for &i in positions.iter().flatten() {
+            touched ^= offsets.get(i * width).copied().unwrap_or(0);
+        }
+        std::hint::black_box(touched);
+        positions
+            .into_iter()
+            .map(|i| {
+                i.map(|i| self.list_in_place(SectionKind::PostingOffsets, SectionKind::PostingData, i)).transpose()
+            })
+            .collect()
+    }
+
     /// List `i` of a bitmap table, read in place.
     fn list_in_place(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<PostingList<'_>, IndexError> {
         match self.list_at(offsets, data, i)? {
@@ -2171,9 +2223,16 @@ mod tests {
             let (lo, hi) = (sorted.get(n / 3).copied().unwrap_or(0), sorted.get(n / 2).copied().unwrap_or(0));
             let between: Vec<u64> = segment.posting_keys_between(lo, hi).map(|k| k.unwrap().0).collect();
             assert_eq!(between, sorted.iter().copied().filter(|k| (lo..=hi).contains(k)).collect::<Vec<_>>());
-            for probe in (0..2_000).map(|_| next()).chain([0, u64::MAX]) {
+            let probes: Vec<u64> = (0..2_000).map(|_| next()).chain([0, u64::MAX]).collect();
+            for &probe in &probes {
                 let found = segment.find_posting_key(probe);
                 assert_eq!(found, segment.find_key(SectionKind::PostingKeys, probe), "{n} keys: {probe:x}");
+            }
+            // The staged look-up of many keys, held and absent, at once.
+            let batch: Vec<u64> = probes.iter().chain(hashes.iter().step_by(7)).copied().collect();
+            let lists = segment.posting_lists(batch.iter().map(|&h| Some(h))).unwrap();
+            for (&h, list) in batch.iter().zip(&lists) {
+                assert_eq!(list, &segment.posting_list(h).unwrap(), "{n} keys: {h:x}");
             }
             for &h in hashes.iter().step_by(97) {
                 let at = sorted.binary_search(&h).ok();
@@ -2249,6 +2308,19 @@ mod tests {
                     prop_assert_eq!(list.iter_in(range.clone()).collect::<Vec<_>>(), inside);
                     prop_assert_eq!(list.contains(a), expected.contains(&a));
                 }
+            }
+            // Looked up all at once, with hashes held, absent and left out
+            // (`None`), the lists are those looked up one at a time.
+            let hashes: Vec<Option<u64>> = (0..lists.len() as u64 + 2)
+                .map(|k| Some(k + 1))
+                .chain((0..doc_count.min(40)).map(|d| Some(1 << 40 | u64::from(d))))
+                .chain([None, Some(u64::MAX), None])
+                .collect();
+            let batch = segment.posting_lists(hashes.iter().copied()).unwrap();
+            prop_assert_eq!(batch.len(), hashes.len());
+            for (hash, list) in hashes.iter().zip(&batch) {
+                let one = hash.map(|h| segment.posting_list(h).unwrap()).unwrap_or(None);
+                prop_assert_eq!(list, &one, "{:?}", hash);
             }
         }
         Ok(packed)

@@ -350,9 +350,12 @@ fn requery(dir: &Path, scheme: Scheme) {
     }
     // Twice: the first pass maps pages and builds directories (cold), the
     // second is a long-running process's steady state (warm).
+    // REQUERY_PASSES=N (default 2): more warm passes, for a profiler;
+    // the figures are those of the first and the last.
+    let count = std::env::var("REQUERY_PASSES").ok().and_then(|v| v.parse().ok()).unwrap_or(2usize).max(2);
     let mut passes = Vec::new();
     let mut found = 0;
-    for _ in 0..2 {
+    for _ in 0..count {
         let mut times = Vec::new();
         found = 0;
         for q in &queries {
@@ -362,7 +365,7 @@ fn requery(dir: &Path, scheme: Scheme) {
         }
         passes.push(percentiles(times));
     }
-    let ((cold50, cold99), (p50, p99)) = (passes[0], passes[1]);
+    let ((cold50, cold99), (p50, p99)) = (passes[0], passes[count - 1]);
     let mut stats = neardex::store::QueryStats::default();
     for q in &queries {
         stats += searcher.query_with(q, tau, neardex::store::Pruning::Full).unwrap().1;
