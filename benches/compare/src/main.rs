@@ -279,6 +279,29 @@ pub fn peak_rss() -> u64 {
         * 1024
 }
 
+/// This process's minor and major page faults so far (`/proc/self/stat`
+/// fields 10 and 12; zeros where it cannot be read).
+pub fn page_faults() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which may hold spaces, in
+    // parentheses: field 3 (state) is the first.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse().ok()).unwrap_or(0);
+    (field(10), field(12))
+}
+
+/// The machine's `Dirty` and `Writeback` lines of `/proc/meminfo`: file
+/// data written and not yet on the disk.
+pub fn dirty_memory() -> String {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let lines: Vec<String> = meminfo
+        .lines()
+        .filter(|l| l.starts_with("Dirty:") || l.starts_with("Writeback:"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    lines.join(", ")
+}
+
 /// p50 and p99 of latencies in seconds, as microseconds.
 pub fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
@@ -377,6 +400,9 @@ fn requery(dir: &Path, scheme: Scheme) {
     if std::env::var_os("REQUERY_LSH").is_some() {
         requery_lsh(&searcher, &queries, tau);
     }
+    if std::env::var_os("REQUERY_FRESH").is_some() {
+        requery_fresh(&searcher, n, tau);
+    }
     let skip_join = std::env::var_os("NO_JOIN").is_some();
     let start = Instant::now();
     let mut pairs = Vec::new();
@@ -391,6 +417,45 @@ fn requery(dir: &Path, scheme: Scheme) {
         start.elapsed().as_secs_f64(),
         pairs.len(),
         peak_rss()
+    );
+}
+
+/// REQUERY_FRESH=1: how much of a repeated pass's speed is the CPU
+/// caches holding what the same queries touched the pass before. Ten
+/// further sets of 1,000 pages (the sample moved by 1 to 10 pages), each
+/// queried once, against the last set queried again: p50 and p99 of each.
+fn requery_fresh(searcher: &neardex::store::Searcher, n: u64, tau: Threshold) {
+    let set = |shift: u64| -> Vec<neardex::SignatureVector> {
+        sample(n).iter().map(|i| searcher.get(&((i + shift) % n).to_string()).unwrap().unwrap().vector).collect()
+    };
+    let pass = |queries: &[neardex::SignatureVector]| {
+        let times = queries
+            .iter()
+            .map(|q| {
+                let t = Instant::now();
+                std::hint::black_box(searcher.query(q, tau).unwrap());
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        percentiles(times)
+    };
+    let sets: Vec<Vec<neardex::SignatureVector>> = (1..=10).map(set).collect();
+    let fresh: Vec<(f64, f64)> = sets.iter().map(|queries| pass(queries)).collect();
+    let repeated: Vec<(f64, f64)> = (0..3).map(|_| pass(&sets[9])).collect();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    eprintln!(
+        "fresh sets, each queried once: p50 {:.1} us (median of {}; {:.1}-{:.1}), p99 {:.1} us; the last set again: \
+         p50 {:.1} us, p99 {:.1} us",
+        median(fresh.iter().map(|f| f.0).collect()),
+        fresh.len(),
+        fresh.iter().map(|f| f.0).fold(f64::MAX, f64::min),
+        fresh.iter().map(|f| f.0).fold(0.0, f64::max),
+        median(fresh.iter().map(|f| f.1).collect()),
+        median(repeated.iter().map(|f| f.0).collect()),
+        median(repeated.iter().map(|f| f.1).collect()),
     );
 }
 
@@ -646,18 +711,32 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     let start = Instant::now();
     searcher.warm_up(neardex::store::WarmUp::Pages);
     let warm_up_secs = start.elapsed().as_secs_f64();
+    // COMPARE_PAUSE_SECONDS=S: wait before the first pass (to tell what
+    // right after the ingest slows it from what the queries warm).
+    if let Some(pause) = std::env::var("COMPARE_PAUSE_SECONDS").ok().and_then(|v| v.parse().ok()) {
+        std::thread::sleep(std::time::Duration::from_secs_f64(pause));
+    }
+    eprintln!("queries: before the first pass, {}", dirty_memory());
+    let faults = page_faults();
     let QueryTimes { exact: (exact_p50, exact_p99), lsh: (lsh_p50, lsh_p99), exact_found, lsh_found } =
         time_queries(&searcher, &queries, tau);
+    let first_faults = page_faults();
     // A second pass: what a long-running reader sees once its caches hold
     // what the queries touch (the first pass right after an ingest has
     // varied 2-4x from run to run).
     let QueryTimes { exact: (warm_p50, warm_p99), lsh: (warm_lsh_p50, warm_lsh_p99), .. } =
         time_queries(&searcher, &queries, tau);
+    let second_faults = page_faults();
+    eprintln!("queries: after the second pass, {}", dirty_memory());
     let stats = index.stats().unwrap();
     eprintln!(
         "queries: second pass exact p50 {warm_p50:.1} / p99 {warm_p99:.1} us, LSH p50 {warm_lsh_p50:.1} / p99 \
-         {warm_lsh_p99:.1} us; {} segments, {} documents pending",
-        stats.segments, stats.pending
+         {warm_lsh_p99:.1} us; {} segments, {} documents pending; page faults (minor, major) in the first pass \
+         {:?}, in the second {:?}",
+        stats.segments,
+        stats.pending,
+        (first_faults.0 - faults.0, first_faults.1 - faults.1),
+        (second_faults.0 - first_faults.0, second_faults.1 - first_faults.1)
     );
 
     // Every near-duplicate pair, exact, on both cores.
