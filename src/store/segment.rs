@@ -1425,8 +1425,8 @@ impl<B: AsRef<[u8]>> Segment<B> {
     }
 
     /// [`Segment::postings`] without building a bitmap: a one-document
-    /// list (most lists) from its entry, longer ones read in place (the
-    /// query's hot path).
+    /// list (most lists) from its entry, longer ones read in place. A
+    /// query looks its signatures up with [`Segment::posting_lists`].
     ///
     /// # Errors
     /// [`IndexError::Corrupted`] when the stored bitmap's headers are
@@ -1450,8 +1450,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &self,
         hashes: impl IntoIterator<Item = Option<u64>>,
     ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
-        let keys = self.keys(SectionKind::PostingKeys);
-        let directory = self.directory.get_or_init(|| KeyDirectory::build(keys));
+        let (keys, directory) = self.keys_and_directory(&self.directory, SectionKind::PostingKeys);
         // Each hash with its bucket's key range (`None`: no directory).
         let ranges: Vec<(u64, Option<std::ops::Range<usize>>)> = hashes
             .into_iter()
@@ -1469,10 +1468,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         std::hint::black_box(touched);
         let positions: Vec<Option<usize>> = ranges
             .into_iter()
-            .map(|(hash, range)| match range {
-                Some(range) => keys.position_in(range, hash),
-                None => self.find_key(SectionKind::PostingKeys, hash),
-            })
+            .map(|(hash, range)| self.position_through(keys, range, SectionKind::PostingKeys, hash))
             .collect();
         let (offsets, width) = (self.section(SectionKind::PostingOffsets), self.entry_width());
         let mut touched = 0u8;
@@ -1543,13 +1539,35 @@ impl<B: AsRef<[u8]>> Segment<B> {
         kind: SectionKind,
         key: u64,
     ) -> Option<usize> {
+        let (keys, directory) = self.keys_and_directory(directory, kind);
+        self.position_through(keys, directory.range(key), kind, key)
+    }
+
+    /// A key section and its directory (built now if it is not yet).
+    fn keys_and_directory<'s>(
+        &'s self,
+        directory: &'s std::sync::OnceLock<KeyDirectory>,
+        kind: SectionKind,
+    ) -> (Keys<'s>, &'s KeyDirectory) {
         let keys = self.keys(kind);
-        let directory = directory.get_or_init(|| KeyDirectory::build(keys));
-        let Some(range) = directory.range(key) else {
-            return self.find_key(kind, key);
-        };
-        // The directory's buckets split the keys' own (`build`).
-        keys.position_in(range, key)
+        (keys, directory.get_or_init(|| KeyDirectory::build(keys)))
+    }
+
+    /// The position of `key` in `keys` (section `kind`) given its
+    /// directory range: a scan of the bucket, or a search of the section
+    /// when there is no directory (`None`).
+    fn position_through(
+        &self,
+        keys: Keys<'_>,
+        range: Option<std::ops::Range<usize>>,
+        kind: SectionKind,
+        key: u64,
+    ) -> Option<usize> {
+        match range {
+            // The directory's buckets split the keys' own (`build`).
+            Some(range) => keys.position_in(range, key),
+            None => self.find_key(kind, key),
+        }
     }
 
     /// The position of `key` in a sorted key section. Keys are hash values,
