@@ -116,7 +116,7 @@ impl Signer {
         let fingerprint = Fingerprint::of_normalized_bytes(&scratch.joined, self.config.hash_seed);
         scratch.hashes.clear();
         self.hashes_of_tokens(scratch);
-        let vector = SignatureVector::from_hashes(std::mem::take(&mut scratch.hashes));
+        let vector = SignatureVector::from_hash_buffer(&mut scratch.hashes);
         self.sign_vector(vector, fingerprint)
     }
 

@@ -19,9 +19,17 @@ impl SignatureVector {
     /// Builds the multiset of `hashes` (in any order, with repeats).
     /// Frequencies saturate at `u32::MAX`.
     pub fn from_hashes(mut hashes: Vec<u64>) -> Self {
+        Self::from_hash_buffer(&mut hashes)
+    }
+
+    /// [`Self::from_hashes`] from a caller's buffer, which is left sorted:
+    /// signing reuses one buffer for every document, and the vector gets two
+    /// allocations of exactly its size instead of a series of regrowths.
+    pub fn from_hash_buffer(hashes: &mut [u64]) -> Self {
         hashes.sort_unstable();
-        let mut out = SignatureVector { hashes: Vec::with_capacity(hashes.len()), freqs: Vec::new() };
-        for h in hashes {
+        let distinct = hashes.windows(2).filter(|w| w[0] != w[1]).count() + usize::from(!hashes.is_empty());
+        let mut out = SignatureVector { hashes: Vec::with_capacity(distinct), freqs: Vec::with_capacity(distinct) };
+        for &h in hashes.iter() {
             if out.hashes.last() == Some(&h) {
                 if let Some(f) = out.freqs.last_mut() {
                     *f = f.saturating_add(1);
@@ -31,8 +39,6 @@ impl SignatureVector {
                 out.freqs.push(1);
             }
         }
-        out.hashes.shrink_to_fit();
-        out.freqs.shrink_to_fit();
         out
     }
 

@@ -37,6 +37,23 @@ fn arb_tau() -> impl Strategy<Value = Threshold> {
 
 proptest! {
     #[test]
+    fn vectors_count_every_hash_once_ascending(hashes in prop::collection::vec(0u64..24, 0..60), reuse in prop::collection::vec(any::<u64>(), 0..8)) {
+        let mut expected: std::collections::BTreeMap<u64, u32> = std::collections::BTreeMap::new();
+        for &h in &hashes {
+            *expected.entry(h).or_default() += 1;
+        }
+        let from_vec = SignatureVector::from_hashes(hashes.clone());
+        prop_assert_eq!(from_vec.iter().collect::<Vec<_>>(), expected.into_iter().collect::<Vec<_>>());
+        // A reused buffer: only its live contents count, whatever it held.
+        let mut buffer = reuse;
+        buffer.clear();
+        buffer.extend_from_slice(&hashes);
+        prop_assert_eq!(&SignatureVector::from_hash_buffer(&mut buffer), &from_vec);
+        prop_assert!(buffer.windows(2).all(|w| w[0] <= w[1]));
+        prop_assert_eq!(from_vec.total(), hashes.len() as u64);
+    }
+
+    #[test]
     fn measures_match_their_definitions(a in arb_vector(), b in arb_vector()) {
         let m = multiset_jaccard(&a, &b);
         prop_assert_eq!((m.num, m.den), eq4(&a, &b));
