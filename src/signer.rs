@@ -36,6 +36,41 @@ pub struct Scratch {
     shingle: String,
 }
 
+impl Scratch {
+    /// Bytes the buffers hold allocated.
+    fn capacity_bytes(&self) -> usize {
+        self.text.capacity()
+            + self.tokens.capacity_bytes()
+            + (self.classes.capacity() + self.hashes.capacity()) * std::mem::size_of::<u64>()
+            + self.joined.capacity()
+            + self.shingle.capacity()
+    }
+}
+
+/// What a thread's signing buffers may keep between documents; one larger
+/// document's buffers are freed after it.
+const THREAD_SCRATCH_LIMIT: usize = 4 << 20;
+
+thread_local! {
+    static THREAD_SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// Runs `f` with this thread's signing buffers: a fresh set for every
+/// document cost some thirty allocations a page.
+fn with_thread_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    THREAD_SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let result = f(&mut scratch);
+            if scratch.capacity_bytes() > THREAD_SCRATCH_LIMIT {
+                *scratch = Scratch::default();
+            }
+            result
+        }
+        // Not reachable (signing does not sign), but never a panic.
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
 /// One signature in readable form with its hash, for `explain` output and
 /// tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,15 +123,16 @@ impl Signer {
         &self.minhasher
     }
 
-    /// Signs plain text.
+    /// Signs plain text. Reuses buffers kept per thread, as
+    /// [`Self::sign_text_with`] does with a caller's.
     pub fn sign_text(&self, text: &str) -> DocumentSignature {
-        self.sign_text_with(text, &mut Scratch::default())
+        with_thread_scratch(|scratch| self.sign_text_with(text, scratch))
     }
 
     /// Signs an HTML document given as bytes (charset sniffed as in
-    /// [`decode_html`]).
+    /// [`decode_html`]). Reuses buffers kept per thread.
     pub fn sign_html(&self, html: &[u8]) -> DocumentSignature {
-        self.sign_html_with(html, &mut Scratch::default())
+        with_thread_scratch(|scratch| self.sign_html_with(html, scratch))
     }
 
     /// [`Self::sign_html`] with reusable buffers.

@@ -39,6 +39,11 @@ impl Tokens {
         tokens
     }
 
+    /// Bytes the buffer holds allocated (to bound what a reused one keeps).
+    pub fn capacity_bytes(&self) -> usize {
+        self.text.capacity() + self.spans.capacity() * std::mem::size_of::<(u32, u32)>()
+    }
+
     /// Tokenises `text` into this buffer, replacing its contents.
     ///
     /// Lower-cased text of more than 4 GiB is cut at the last token that
