@@ -146,6 +146,81 @@ fn the_real_warc_samples_ingest_completely() {
     assert_eq!(ok(&["verify", idx])[0]["verified"], true);
 }
 
+/// One WARC 1.1 record, uncompressed.
+fn warc_record(kind: &str, id: &str, extra: &[(&str, &str)], block: &str) -> String {
+    let mut head = format!("WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {id}\r\n");
+    for (name, value) in extra {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    format!("{head}Content-Length: {}\r\n\r\n{block}\r\n\r\n", block.len())
+}
+
+#[test]
+fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    ok(&["create", idx]);
+    let page = std::fs::read_to_string(Path::new(DEMO).join("harbor-chronicle.html")).unwrap();
+    let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n{page}");
+    let mut warc = warc_record("response", "<urn:uuid:a>", &[("WARC-Target-URI", "http://a.example/")], &response);
+    warc += &warc_record("revisit", "<urn:uuid:b>", &[("WARC-Refers-To", "<urn:uuid:a>")], "");
+    warc += &warc_record("revisit", "<urn:uuid:c>", &[("WARC-Refers-To", "<urn:uuid:nowhere>")], "");
+    warc += &warc_record("request", "<urn:uuid:d>", &[], "GET / HTTP/1.1\r\n\r\n");
+    let path = dir.path().join("crawl.warc");
+    std::fs::write(&path, warc).unwrap();
+    let output = neardex(&["add", idx, path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let added = json_lines(&output);
+    assert_eq!((added[0]["added"].as_u64(), added[0]["skipped"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(added[0]["exact_duplicates"], 1, "the revisit carries the page's signatures");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("revisit of a record not in the index"));
+    let pairs = ok(&["pairs", idx, "--threshold", "1"]);
+    assert_eq!(pairs.len(), 1);
+    assert_eq!((pairs[0]["a"].as_str(), pairs[0]["b"].as_str()), (Some("<urn:uuid:a>"), Some("<urn:uuid:b>")));
+}
+
+#[test]
+fn many_documents_keep_their_order_keys_and_problems() {
+    // More documents than one turn of the signing pipeline signs, with bad
+    // lines among them: each key gets its own text's signatures, and the
+    // problems are reported in input order.
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let idx = idx.to_str().unwrap();
+    ok(&["create", idx, "--scheme", "words:1", "--similarity", "set"]);
+    let mut lines = String::new();
+    for i in 0..1_500u32 {
+        if i % 400 == 7 {
+            lines.push_str("not json\n");
+        }
+        lines.push_str(&format!("{{\"id\": \"k{i}\", \"text\": \"w{i} x{} y{}\"}}\n", i / 2, i / 3));
+    }
+    let jsonl = dir.path().join("docs.jsonl");
+    std::fs::write(&jsonl, lines).unwrap();
+    let output = neardex(&["add", idx, jsonl.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let added = json_lines(&output);
+    assert_eq!((added[0]["added"].as_u64(), added[0]["skipped"].as_u64()), (Some(1_500), Some(4)));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let skipped_lines: Vec<u64> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("neardex: skipped "))
+        .map(|l| l.split(':').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(skipped_lines, vec![8, 409, 810, 1211]);
+    // Each text is stored under its own key: at similarity 1 a text finds
+    // that key alone (every text has its own w word).
+    for i in [0u32, 511, 512, 513, 1_023, 1_499] {
+        let query = dir.path().join("q.txt");
+        std::fs::write(&query, format!("w{i} x{} y{}", i / 2, i / 3)).unwrap();
+        let found = ok(&["query", idx, "--threshold", "1", query.to_str().unwrap()]);
+        let keys: Vec<&str> =
+            found[0]["matches"].as_array().unwrap().iter().filter_map(|m| m["key"].as_str()).collect();
+        assert_eq!(keys, vec![format!("k{i}").as_str()], "{found:?}");
+    }
+}
+
 #[test]
 fn bad_input_gives_one_clear_line_and_the_right_exit_code() {
     let dir = tempfile::tempdir().unwrap();

@@ -123,9 +123,7 @@ pub fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
 
 pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Summary, String> {
     let started = Instant::now();
-    let signer = index.signer().clone();
-    let mut summary = Summary::default();
-    let mut batch = Batch { index, writer: None, staged: 0, replace: options.replace };
+    let mut pipeline = Pipeline::new(index, options.replace);
     let mut all_files = Vec::new();
     for path in paths {
         if path.as_os_str() != "-" {
@@ -143,7 +141,7 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
             let mut bytes = Vec::new();
             std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("standard input: {e}"))?;
             let format = if options.format == Format::Auto { Format::Text } else { options.format };
-            ingest_bytes("-", &bytes, format, options, &signer, &mut batch, &mut summary)?;
+            read_documents("-", bytes, format, options, &mut pipeline)?;
             continue;
         }
         let mut files = Vec::new();
@@ -153,12 +151,12 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
                 break;
             }
             let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let name = file.to_string_lossy().into_owned();
-            ingest_bytes(&name, &bytes, detect(&file, options.format), options, &signer, &mut batch, &mut summary)?;
-            bar.inc(bytes.len() as u64);
+            let (name, read) = (file.to_string_lossy().into_owned(), bytes.len() as u64);
+            read_documents(&name, bytes, detect(&file, options.format), options, &mut pipeline)?;
+            bar.inc(read);
         }
     }
-    batch.commit()?;
+    let summary = pipeline.finish()?;
     bar.finish_and_clear();
     if crate::progress::interrupted() {
         return Err(format!(
@@ -178,63 +176,223 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
     Ok(summary)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn ingest_bytes(
-    name: &str,
-    bytes: &[u8],
-    format: Format,
-    options: &AddOptions,
-    signer: &Signer,
-    batch: &mut Batch<'_>,
-    summary: &mut Summary,
-) -> Result<(), String> {
-    match format {
-        Format::Auto | Format::Text => {
-            let signature = signer.sign_text(&String::from_utf8_lossy(bytes));
-            batch.add(name, &signature, Metadata::default(), summary)
+/// What the input holds at one place, in input order: a document to sign,
+/// or something the inserting side handles.
+enum Work {
+    /// Plain text.
+    Text(String),
+    /// Bytes read as UTF-8, lossily.
+    Bytes(Vec<u8>),
+    /// An HTML page, with the charset an HTTP header declared if any.
+    Html(Vec<u8>, Option<&'static encoding_rs::Encoding>),
+    /// A signed document (the signing side's output).
+    Signed(DocumentSignature),
+    /// A WARC revisit of the record with this id; `at` names the record.
+    Revisit { target: Option<String>, at: String },
+    /// Not a document: a line for the summary's skipped list.
+    Skip(String),
+    /// The end of an input file: its records' signatures are forgotten.
+    EndOfFile,
+}
+
+struct Item {
+    key: String,
+    metadata: Metadata,
+    work: Work,
+}
+
+impl Item {
+    fn skip(reason: String) -> Item {
+        Item { key: String::new(), metadata: Metadata::default(), work: Work::Skip(reason) }
+    }
+
+    /// Signs a document; everything else passes through.
+    fn signed(self, signer: &Signer) -> Item {
+        let signature = match &self.work {
+            Work::Text(text) => signer.sign_text(text),
+            Work::Bytes(bytes) => signer.sign_text(&String::from_utf8_lossy(bytes)),
+            Work::Html(html, None) => signer.sign_html(html),
+            Work::Html(payload, declared) => {
+                signer.sign_text(&neardex::text::html_to_text(&neardex::text::decode_html(payload, *declared)))
+            }
+            _ => return self,
+        };
+        Item { work: Work::Signed(signature), ..self }
+    }
+
+    fn size(&self) -> usize {
+        match &self.work {
+            Work::Text(text) => text.len(),
+            Work::Bytes(bytes) | Work::Html(bytes, _) => bytes.len(),
+            _ => 0,
         }
-        Format::Html => batch.add(name, &signer.sign_html(bytes), Metadata::default(), summary),
-        Format::Jsonl => ingest_jsonl(name, bytes, options, signer, batch, summary),
-        Format::Warc => ingest_warc(name, bytes, signer, batch, summary),
     }
 }
 
-fn ingest_jsonl(
-    name: &str,
-    bytes: &[u8],
-    options: &AddOptions,
-    signer: &Signer,
-    batch: &mut Batch<'_>,
-    summary: &mut Summary,
-) -> Result<(), String> {
-    for record in neardex::jsonl::read_jsonl(bytes, &options.key_field, &options.text_field) {
-        match record {
-            Ok(record) => {
-                let metadata = Metadata { url: record.url, ..Metadata::default() };
-                batch.add(&record.key, &signer.sign_text(&record.text), metadata, summary)?;
-            }
-            Err(problem) => summary.skipped.push(format!("{name}:{}: {}", problem.line, problem.reason)),
+/// Items signed per turn of the pipeline, and the bytes that end a turn
+/// sooner (large documents).
+const TURN_ITEMS: usize = 512;
+const TURN_BYTES: usize = 16 << 20;
+
+/// Reading, signing and inserting overlapped: each turn signs the items
+/// read since the last one on every core while this thread inserts the
+/// items the last turn signed, in input order, committing every
+/// [`BATCH`] documents.
+struct Pipeline<'a> {
+    signer: Signer,
+    inserter: Inserter<'a>,
+    unsigned: Vec<Item>,
+    unsigned_bytes: usize,
+    signed: Vec<Item>,
+}
+
+/// The inserting side: the batch, the summary, and the current file's
+/// signatures by WARC record id (for revisits).
+struct Inserter<'a> {
+    batch: Batch<'a>,
+    summary: Summary,
+    seen: HashMap<String, DocumentSignature>,
+}
+
+impl<'a> Pipeline<'a> {
+    fn new(index: &'a Index, replace: bool) -> Self {
+        Pipeline {
+            signer: index.signer().clone(),
+            inserter: Inserter {
+                batch: Batch { index, writer: None, staged: 0, replace },
+                summary: Summary::default(),
+                seen: HashMap::new(),
+            },
+            unsigned: Vec::new(),
+            unsigned_bytes: 0,
+            signed: Vec::new(),
         }
+    }
+
+    fn push(&mut self, item: Item) -> Result<(), String> {
+        if crate::progress::interrupted() {
+            return Ok(());
+        }
+        self.unsigned_bytes += item.size();
+        self.unsigned.push(item);
+        if self.unsigned.len() >= TURN_ITEMS || self.unsigned_bytes >= TURN_BYTES {
+            self.turn()?;
+        }
+        Ok(())
+    }
+
+    /// Signs the unsigned items on the other threads while this one inserts
+    /// the signed ones.
+    fn turn(&mut self) -> Result<(), String> {
+        let unsigned = std::mem::take(&mut self.unsigned);
+        let signed = std::mem::take(&mut self.signed);
+        self.unsigned_bytes = 0;
+        let (signer, inserter) = (&self.signer, &mut self.inserter);
+        let (next, inserted) = std::thread::scope(|scope| {
+            let signing = scope.spawn(move || {
+                use rayon::prelude::*;
+                unsigned.into_par_iter().map(|item| item.signed(signer)).collect::<Vec<Item>>()
+            });
+            let inserted = signed.into_iter().try_for_each(|item| inserter.insert(item));
+            (signing.join(), inserted)
+        });
+        inserted?;
+        self.signed = next.map_err(|_| "a signing thread panicked".to_owned())?;
+        Ok(())
+    }
+
+    /// Inserts everything still in the pipeline and commits.
+    fn finish(mut self) -> Result<Summary, String> {
+        self.turn()?;
+        self.turn()?;
+        self.inserter.batch.commit()?;
+        Ok(self.inserter.summary)
+    }
+}
+
+impl Inserter<'_> {
+    fn insert(&mut self, item: Item) -> Result<(), String> {
+        let signature = match item.work {
+            Work::Signed(signature) => signature,
+            Work::Revisit { target, at } => {
+                let found = match &target {
+                    Some(t) => match self.seen.get(t) {
+                        Some(s) => Some(s.clone()),
+                        None => stored_signature(self.batch.index, t)?,
+                    },
+                    None => None,
+                };
+                match found {
+                    Some(s) => s,
+                    None => {
+                        self.summary.skipped.push(format!("{at}: revisit of a record not in the index"));
+                        return Ok(());
+                    }
+                }
+            }
+            Work::Skip(reason) => {
+                self.summary.skipped.push(reason);
+                return Ok(());
+            }
+            Work::EndOfFile => {
+                self.seen.clear();
+                return Ok(());
+            }
+            Work::Text(_) | Work::Bytes(_) | Work::Html(..) => return Err("an item was not signed".to_owned()),
+        };
+        // Only WARC records may be the target of a revisit later in the
+        // same file.
+        let warc_record = item.metadata.warc_record_id.is_some();
+        self.batch.add(&item.key, &signature, item.metadata, &mut self.summary)?;
+        if warc_record {
+            self.seen.insert(item.key, signature);
+        }
+        Ok(())
+    }
+}
+
+/// Reads the documents of one input into the pipeline.
+fn read_documents(
+    name: &str,
+    bytes: Vec<u8>,
+    format: Format,
+    options: &AddOptions,
+    pipeline: &mut Pipeline<'_>,
+) -> Result<(), String> {
+    let document = |work| Item { key: name.to_owned(), metadata: Metadata::default(), work };
+    match format {
+        Format::Auto | Format::Text => pipeline.push(document(Work::Bytes(bytes)))?,
+        Format::Html => pipeline.push(document(Work::Html(bytes, None)))?,
+        Format::Jsonl => read_jsonl(name, &bytes, options, pipeline)?,
+        Format::Warc => read_warc(name, &bytes, pipeline)?,
+    }
+    pipeline.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile })
+}
+
+fn read_jsonl(name: &str, bytes: &[u8], options: &AddOptions, pipeline: &mut Pipeline<'_>) -> Result<(), String> {
+    for record in neardex::jsonl::read_jsonl(bytes, &options.key_field, &options.text_field) {
+        let item = match record {
+            Ok(record) => Item {
+                key: record.key,
+                metadata: Metadata { url: record.url, ..Metadata::default() },
+                work: Work::Text(record.text),
+            },
+            Err(problem) => Item::skip(format!("{name}:{}: {}", problem.line, problem.reason)),
+        };
+        pipeline.push(item)?;
     }
     Ok(())
 }
 
-fn ingest_warc(
-    name: &str,
-    bytes: &[u8],
-    signer: &Signer,
-    batch: &mut Batch<'_>,
-    summary: &mut Summary,
-) -> Result<(), String> {
+fn read_warc(name: &str, bytes: &[u8], pipeline: &mut Pipeline<'_>) -> Result<(), String> {
     let (records, problems) = neardex::warc::read_warc(bytes);
     for p in problems {
-        summary.skipped.push(format!("{name} at byte {}: {}", p.offset, p.reason));
+        pipeline.push(Item::skip(format!("{name} at byte {}: {}", p.offset, p.reason)))?;
     }
-    // Signatures of this file's records by record id, for revisits.
-    let mut seen: HashMap<String, DocumentSignature> = HashMap::new();
     for record in records {
+        let at = format!("{name} at byte {}", record.offset);
         let Some(id) = record.header("WARC-Record-ID").map(str::to_owned) else {
-            summary.skipped.push(format!("{name} at byte {}: record has no WARC-Record-ID", record.offset));
+            pipeline.push(Item::skip(format!("{at}: record has no WARC-Record-ID")))?;
             continue;
         };
         let metadata = Metadata {
@@ -243,54 +401,33 @@ fn ingest_warc(
             date: record.header("WARC-Date").map(str::to_owned),
             ..Metadata::default()
         };
-        let signature = match record.kind.as_str() {
+        let work = match record.kind.as_str() {
             "response" => {
                 let Some(http) = neardex::warc::parse_http_response(&record.block) else {
-                    summary.skipped.push(format!("{name} at byte {}: unreadable HTTP response", record.offset));
+                    pipeline.push(Item::skip(format!("{at}: unreadable HTTP response")))?;
                     continue;
                 };
                 let declared = http.charset().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
-                let text = neardex::text::html_to_text(&neardex::text::decode_html(&http.payload, declared));
-                signer.sign_text(&text)
+                Work::Html(http.payload.to_vec(), declared)
             }
             "resource" | "conversion" => {
-                let html = record.header("Content-Type").is_some_and(|t| t.contains("html"));
-                if html {
-                    signer.sign_html(&record.block)
+                if record.header("Content-Type").is_some_and(|t| t.contains("html")) {
+                    Work::Html(record.block, None)
                 } else {
-                    signer.sign_text(&String::from_utf8_lossy(&record.block))
+                    Work::Bytes(record.block)
                 }
             }
-            "revisit" => {
-                let target = record.header("WARC-Refers-To").map(str::to_owned);
-                let found = match &target {
-                    Some(t) => match seen.get(t) {
-                        Some(s) => Some(s.clone()),
-                        None => stored_signature(batch.index, signer, t)?,
-                    },
-                    None => None,
-                };
-                match found {
-                    Some(s) => s,
-                    None => {
-                        summary
-                            .skipped
-                            .push(format!("{name} at byte {}: revisit of a record not in the index", record.offset));
-                        continue;
-                    }
-                }
-            }
+            "revisit" => Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), at },
             _ => continue, // request, metadata, warcinfo
         };
-        batch.add(&id, &signature, metadata, summary)?;
-        seen.insert(id, signature);
+        pipeline.push(Item { key: id, metadata, work })?;
     }
     Ok(())
 }
 
 /// The signature of a stored document, rebuilt from its vector.
-fn stored_signature(index: &Index, signer: &Signer, key: &str) -> Result<Option<DocumentSignature>, String> {
+fn stored_signature(index: &Index, key: &str) -> Result<Option<DocumentSignature>, String> {
     let searcher = index.searcher().map_err(|e| e.to_string())?;
     let Some(doc) = searcher.get(key).map_err(|e| e.to_string())? else { return Ok(None) };
-    Ok(Some(signer.sign_vector(doc.vector, doc.fingerprint)))
+    Ok(Some(index.signer().sign_vector(doc.vector, doc.fingerprint)))
 }
