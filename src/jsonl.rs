@@ -32,10 +32,14 @@ pub fn read_jsonl<'a>(
     key_field: &'a str,
     text_field: &'a str,
 ) -> impl Iterator<Item = Result<JsonlRecord, JsonlProblem>> + 'a {
-    let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<(usize, String)> =
-        text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(n, l)| (n + 1, l.to_owned())).collect();
-    lines.into_iter().map(move |(line, body)| parse_line(line, &body, key_field, text_field))
+    // One line at a time, so that reading a file never holds a second copy
+    // of it (a line break is never inside a UTF-8 sequence, so decoding
+    // each line is decoding the whole).
+    bytes.split(|&b| b == b'\n').enumerate().filter_map(move |(n, raw)| {
+        let body = String::from_utf8_lossy(raw);
+        let body = body.strip_suffix('\r').unwrap_or(&body);
+        (!body.trim().is_empty()).then(|| parse_line(n + 1, body, key_field, text_field))
+    })
 }
 
 fn parse_line(line: usize, body: &str, key_field: &str, text_field: &str) -> Result<JsonlRecord, JsonlProblem> {
@@ -48,4 +52,29 @@ fn parse_line(line: usize, body: &str, key_field: &str, text_field: &str) -> Res
     };
     let text = value[text_field].as_str().ok_or_else(|| problem(format!("no {text_field:?} text field")))?;
     Ok(JsonlRecord { line, key, text: text.to_owned(), url: value["url"].as_str().map(str::to_owned) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_numbered_decoded_and_split_as_text_lines_would_be() {
+        let data: &[u8] = b"{\"id\": 1, \"text\": \"a\"}\r\n\n   \n{\"id\": \"b\", \"text\": \"caf\xc3\xa9 \xff end\"}\nnot json\r\n{\"id\": 3, \"text\": \"last\"}";
+        let records: Vec<_> = read_jsonl(data, "id", "text").collect();
+        let lines: Vec<usize> = records.iter().map(|r| r.as_ref().map_or_else(|p| p.line, |r| r.line)).collect();
+        assert_eq!(lines, vec![1, 4, 5, 6]);
+        let texts: Vec<&str> = records.iter().filter_map(|r| r.as_ref().ok()).map(|r| r.text.as_str()).collect();
+        assert_eq!(texts, vec!["a", "café \u{FFFD} end", "last"]);
+        assert!(records[2].as_ref().is_err_and(|p| p.reason.starts_with("not JSON")));
+        // The same records as decoding the whole text and splitting it.
+        let whole = String::from_utf8_lossy(data);
+        let reference: Vec<_> = whole
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(n, l)| parse_line(n + 1, l, "id", "text"))
+            .collect();
+        assert_eq!(format!("{records:?}"), format!("{reference:?}"));
+    }
 }
