@@ -42,6 +42,14 @@ impl SignatureVector {
         out
     }
 
+    /// The vector of `hashes` and `freqs` as they stand, when the hashes are
+    /// strictly ascending and every frequency is at least 1 (a stored
+    /// vector, which readers check as they read it); `None` otherwise.
+    pub fn from_sorted(hashes: Vec<u64>, freqs: Vec<u32>) -> Option<Self> {
+        let valid = hashes.len() == freqs.len() && hashes.windows(2).all(|w| w[0] < w[1]) && !freqs.contains(&0);
+        valid.then_some(SignatureVector { hashes, freqs })
+    }
+
     /// Builds a vector from `(hash, frequency)` pairs in any order; repeated
     /// hashes add up and zero frequencies are dropped.
     pub fn from_pairs(pairs: impl IntoIterator<Item = (u64, u32)>) -> Self {

@@ -51,6 +51,25 @@ proptest! {
         prop_assert_eq!(&SignatureVector::from_hash_buffer(&mut buffer), &from_vec);
         prop_assert!(buffer.windows(2).all(|w| w[0] <= w[1]));
         prop_assert_eq!(from_vec.total(), hashes.len() as u64);
+        // Its parts make it again; parts out of order, with a zero or of
+        // different lengths make nothing.
+        let (h, f) = (from_vec.hashes().to_vec(), from_vec.freqs().to_vec());
+        let again = SignatureVector::from_sorted(h.clone(), f.clone());
+        prop_assert_eq!(again.as_ref(), Some(&from_vec));
+        if h.len() >= 2 {
+            let mut swapped = h.clone();
+            swapped.swap(0, 1);
+            prop_assert!(SignatureVector::from_sorted(swapped, f.clone()).is_none());
+            let mut repeated = h.clone();
+            repeated[1] = repeated[0];
+            prop_assert!(SignatureVector::from_sorted(repeated, f.clone()).is_none());
+        }
+        if !h.is_empty() {
+            let mut zero = f.clone();
+            zero[0] = 0;
+            prop_assert!(SignatureVector::from_sorted(h.clone(), zero).is_none());
+            prop_assert!(SignatureVector::from_sorted(h[1..].to_vec(), f).is_none());
+        }
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl PendingRecord {
         let band_keys = (0..b).map(|_| r.u64()).collect::<Result<_, _>>()?;
         let fingerprint = if r.at == bytes.len() { None } else { Some(Fingerprint(u128::from_le_bytes(r.array()?))) };
         r.end()?;
-        let vector = SignatureVector::from_pairs(hashes.into_iter().zip(freqs));
+        let vector = SignatureVector::from_sorted(hashes, freqs).ok_or_else(|| r.bad("vector not strictly sorted"))?;
         Ok(PendingRecord { vector, band_keys, fingerprint })
     }
 }

@@ -1355,15 +1355,13 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
         let hashes = self.section(SectionKind::Hashes);
         let freqs = self.freqs_of(first, distinct);
-        let mut pairs = Vec::with_capacity(distinct);
+        let mut out_freqs = Vec::with_capacity(distinct);
         for j in 0..distinct {
-            let freq = self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?;
-            pairs.push((le_u64(hashes, (first + j) * 8), freq));
+            out_freqs.push(self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?);
         }
-        if !pairs.windows(2).all(|w| w[0].0 < w[1].0) {
-            return Err(self.corrupted(SectionKind::Hashes, entry.first as usize * 8, "vector not strictly sorted"));
-        }
-        Ok(SignatureVector::from_pairs(pairs))
+        let out_hashes = (0..distinct).map(|j| le_u64(hashes, (first + j) * 8)).collect();
+        SignatureVector::from_sorted(out_hashes, out_freqs)
+            .ok_or_else(|| self.corrupted(SectionKind::Hashes, entry.first as usize * 8, "vector not strictly sorted"))
     }
 
     /// The similarity of `query` to the document at `ordinal` under
