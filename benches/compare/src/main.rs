@@ -7,6 +7,7 @@
 //! neardex-compare neardex DIR SCHEME        durable ingest, queries, all pairs (SCHEME: shingles|spotsigs);
 //!                                           with COMPARE_OPTIMIZE=1 then optimize, queries and all pairs again
 //! neardex-compare requery DIR SCHEME        queries and all pairs again on the index `neardex` left
+//!                                           (NO_QUERIES=1: the self-join alone, for its memory)
 //! neardex-compare prefix DIR SCHEME         prefix-filter join on neardex's signatures
 //! neardex-compare gaoya DIR                 gaoya MinHash LSH on word 3-shingles
 //! neardex-compare score TRUTH PAIRS         recall and precision of PAIRS against TRUTH
@@ -44,6 +45,7 @@ const SEED: u64 = 7;
 const BATCH: usize = 1_000;
 
 fn main() {
+    start_memory_sampler();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_else(|| usage());
     match arg(0) {
@@ -279,6 +281,41 @@ pub fn peak_rss() -> u64 {
         * 1024
 }
 
+/// The largest `RssAnon` and `RssFile` of `/proc/self/status` seen so far,
+/// bytes: private memory, and the mapped files' pages (clean page cache,
+/// which the kernel may reclaim) that VmHWM counts as well.
+static PEAK_ANON: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static PEAK_FILE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Samples `RssAnon` and `RssFile` every 50 ms for the process's life
+/// (shorter peaks can be missed; VmHWM cannot).
+fn start_memory_sampler() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let sample = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                .unwrap_or(0)
+                * 1024
+        };
+        PEAK_ANON.fetch_max(field("RssAnon:"), Relaxed);
+        PEAK_FILE.fetch_max(field("RssFile:"), Relaxed);
+    };
+    std::thread::spawn(move || loop {
+        sample();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    });
+}
+
+/// `"peak_anon_bytes": A, "peak_file_bytes": F` for a JSON record.
+pub fn peak_split() -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!("\"peak_anon_bytes\": {}, \"peak_file_bytes\": {}", PEAK_ANON.load(Relaxed), PEAK_FILE.load(Relaxed))
+}
+
 /// This process's minor and major page faults so far (`/proc/self/stat`
 /// fields 10 and 12; zeros where it cannot be read).
 pub fn page_faults() -> (u64, u64) {
@@ -375,7 +412,10 @@ fn requery(dir: &Path, scheme: Scheme) {
     // second is a long-running process's steady state (warm).
     // REQUERY_PASSES=N (default 2): more warm passes, for a profiler;
     // the figures are those of the first and the last.
+    // NO_QUERIES=1: none at all (the self-join's memory alone).
+    let no_queries = std::env::var_os("NO_QUERIES").is_some();
     let count = std::env::var("REQUERY_PASSES").ok().and_then(|v| v.parse().ok()).unwrap_or(2usize).max(2);
+    let (count, queries) = if no_queries { (0, Vec::new()) } else { (count, queries) };
     let mut passes = Vec::new();
     let mut found = 0;
     for _ in 0..count {
@@ -388,7 +428,10 @@ fn requery(dir: &Path, scheme: Scheme) {
         }
         passes.push(percentiles(times));
     }
-    let ((cold50, cold99), (p50, p99)) = (passes[0], passes[count - 1]);
+    let ((cold50, cold99), (p50, p99)) = match passes.first() {
+        Some(&first) => (first, passes[count - 1]),
+        None => ((f64::NAN, f64::NAN), (f64::NAN, f64::NAN)),
+    };
     let mut stats = neardex::store::QueryStats::default();
     for q in &queries {
         stats += searcher.query_with(q, tau, neardex::store::Pruning::Full).unwrap().1;
@@ -412,11 +455,12 @@ fn requery(dir: &Path, scheme: Scheme) {
     }
     println!(
         "{{\"tool\": \"requery-{}\", \"documents\": {n}, \"found\": {found}, \"cold_query_p50_us\": {cold50:.1}, \
-         \"cold_query_p99_us\": {cold99:.1}, \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"all_pairs_seconds\": {:.2}, \"pairs\": {}, \"peak_rss_bytes\": {}}}",
+         \"cold_query_p99_us\": {cold99:.1}, \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"all_pairs_seconds\": {:.2}, \"pairs\": {}, \"peak_rss_bytes\": {}, {}}}",
         scheme.name(),
         start.elapsed().as_secs_f64(),
         pairs.len(),
-        peak_rss()
+        peak_rss(),
+        peak_split()
     );
 }
 
@@ -751,13 +795,14 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
          \"insert_docs_per_s\": {:.0}, \"ingest_seconds\": {ingest_secs:.2}, \"warm_up_seconds\": {warm_up_secs:.3}, \"query_p50_us\": {exact_p50:.1}, \
          \"query_p99_us\": {exact_p99:.1}, \"warm_query_p50_us\": {warm_p50:.1}, \"warm_query_p99_us\": {warm_p99:.1}, \"lsh_query_p50_us\": {lsh_p50:.1}, \"lsh_query_p99_us\": {lsh_p99:.1}, \
          \"lsh_sample_recall\": {:.5}, \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \
-         \"whole_job_seconds\": {:.2}, \"peak_rss_bytes\": {}, \"disk_bytes\": {disk}, \"disk_over_vectors\": {:.3}}}",
+         \"whole_job_seconds\": {:.2}, \"peak_rss_bytes\": {}, {}, \"disk_bytes\": {disk}, \"disk_over_vectors\": {:.3}}}",
         scheme.name(),
         n as f64 / ingest_secs,
         if exact_found == 0 { 1.0 } else { lsh_found as f64 / exact_found as f64 },
         pairs.len(),
         ingest_secs + join_secs,
         peak_rss(),
+        peak_split(),
         disk as f64 / (vector_bytes + key_bytes) as f64
     );
     // COMPARE_OPTIMIZE=1: then `Index::optimize` (every segment merged into
@@ -874,10 +919,11 @@ fn run_gaoya(dir: &Path) {
     println!(
         "{{\"tool\": \"gaoya\", \"documents\": {n}, \"bands\": {bands}, \"rows\": {rows}, \"sign_docs_per_s\": {sign_rate:.0}, \
          \"insert_docs_per_s\": {:.0}, \"ingest_seconds\": {insert_secs:.2}, \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \
-         \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \"whole_job_seconds\": {:.2}, \"peak_rss_bytes\": {}}}",
+         \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \"whole_job_seconds\": {:.2}, \"peak_rss_bytes\": {}, {}}}",
         n as f64 / insert_secs,
         pairs.len(),
         insert_secs + join_secs,
-        peak_rss()
+        peak_rss(),
+        peak_split()
     );
 }

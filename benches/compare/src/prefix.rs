@@ -268,9 +268,10 @@ pub fn run(dir: &Path, scheme: Scheme) {
     println!(
         "{{\"tool\": \"prefix-{}\", \"documents\": {n}, \"sign_seconds\": {sign_secs:.2}, \"rank_seconds\": {rank_secs:.2}, \
          \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \"query_index_seconds\": {index_secs:.2}, \
-         \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"sample_matches\": {found}, \"peak_rss_bytes\": {}}}",
+         \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"sample_matches\": {found}, \"peak_rss_bytes\": {}, {}}}",
         scheme.name(),
         pairs.len(),
-        peak_rss()
+        peak_rss(),
+        crate::peak_split()
     );
 }
