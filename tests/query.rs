@@ -634,6 +634,13 @@ proptest! {
         let indexed: Vec<(u64, &SignatureVector)> = indexed.iter().map(|(id, v)| (*id, v)).collect();
         let tau = Threshold::from_ppb(ppb).unwrap();
         let (got, expected) = join_and_oracle(&s, &indexed, measure, tau);
+        // Single queries with the snapshot's segment masks (built by the
+        // pages warm-up), bits standing for two segments included.
+        s.warm_up(WarmUp::Pages);
+        for (_, q) in indexed.iter().step_by(3) {
+            let wanted = oracle::query(indexed.iter().copied(), q, measure, tau);
+            prop_assert_eq!(s.query(q, tau).unwrap(), wanted);
+        }
         // Cases without a pair check nothing about the masks.
         prop_assume!(!expected.is_empty());
         prop_assert_eq!(got, expected);

@@ -265,6 +265,7 @@ impl Inner {
             delta: Arc::new(delta),
             deleted,
             ranks: Arc::default(),
+            segment_masks: Arc::default(),
             pinned: None,
         });
         Ok(())
@@ -477,6 +478,7 @@ impl Inner {
                 delta_index: Arc::clone(&guard.delta_index),
                 deleted: Arc::new(deleted),
                 ranks: Arc::default(),
+                segment_masks: Arc::default(),
                 pinned: None,
             });
         }

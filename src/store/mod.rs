@@ -165,6 +165,9 @@ struct State {
     /// The segments' frequent-list estimates, summed (`query.rs`): built by
     /// the first query that needs them, shared until the segments change.
     ranks: Arc<std::sync::OnceLock<query::Ranks>>,
+    /// Which segments may hold each posting key (`query.rs`): built by
+    /// `Searcher::warm_up(WarmUp::Pages)`, shared until the segments change.
+    segment_masks: Arc<std::sync::OnceLock<query::SegmentMasks>>,
     /// For a read-only index: the catalog snapshot this state was loaded
     /// from. Another process's writer may commit at any time, so searchers
     /// share this one rather than beginning a newer one that would not
@@ -896,6 +899,7 @@ fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &
         delta: Arc::new(delta),
         deleted: Arc::new(deleted),
         ranks: Arc::default(),
+        segment_masks: Arc::default(),
         pinned: None,
     })
 }
@@ -1131,7 +1135,7 @@ impl Writer<'_> {
             // searcher of it lives): then its maps are taken and extended in
             // place, and a commit costs its own documents, not the whole
             // delta. A searcher that holds it keeps it; the maps are copied.
-            let State { segments, delta, delta_index, deleted, ranks, .. } =
+            let State { segments, delta, delta_index, deleted, ranks, segment_masks, .. } =
                 match Arc::try_unwrap(std::mem::take(&mut *guard)) {
                     Ok(state) => state,
                     Err(shared) => State {
@@ -1140,6 +1144,7 @@ impl Writer<'_> {
                         delta_index: Arc::clone(&shared.delta_index),
                         deleted: Arc::clone(&shared.deleted),
                         ranks: Arc::clone(&shared.ranks),
+                        segment_masks: Arc::clone(&shared.segment_masks),
                         pinned: None,
                     },
                 };
@@ -1163,7 +1168,15 @@ impl Writer<'_> {
                 Arc::new(deleted)
             };
             let pending = delta.len();
-            *guard = Arc::new(State { segments, delta: Arc::new(delta), delta_index, deleted, ranks, pinned: None });
+            *guard = Arc::new(State {
+                segments,
+                delta: Arc::new(delta),
+                delta_index,
+                deleted,
+                ranks,
+                segment_masks,
+                pinned: None,
+            });
             pending
         };
         if pending >= index.inner.options.flush_threshold {

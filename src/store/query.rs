@@ -216,12 +216,60 @@ impl SharedSignatures {
     const RANGE_BITS: u32 = 8;
 
     fn build(searcher: &Searcher) -> Result<SharedSignatures, IndexError> {
-        use rayon::prelude::*;
         // The pending documents' signatures: a hash in two of them is shared.
         let mut pending: Vec<u64> =
             searcher.state.delta.values().flat_map(|doc| doc.vector.hashes().iter().copied()).collect();
-        pending.par_sort_unstable();
+        rayon::slice::ParallelSliceMut::par_sort_unstable(&mut pending[..]);
         let pending: Vec<(u64, bool)> = pending.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() > 1)).collect();
+        Ok(Self::from_ranges(&Self::merged(searcher, &pending)?))
+    }
+
+    /// The segments that may hold each posting key of the snapshot's
+    /// segments (not the pending documents): what a single query, after
+    /// [`WarmUp::Pages`], reads to look a signature up only in those. No
+    /// merge: each segment ORs its bit into its keys' cells, on all cores
+    /// by key range, each range with cells of its own. `None` when a key
+    /// section is damaged.
+    fn segment_masks(searcher: &Searcher) -> Option<SegmentMasks> {
+        use rayon::prelude::*;
+        let ranges = 1usize << Self::RANGE_BITS;
+        let segments: Vec<_> = searcher.state.segments.values().collect();
+        let incidences: usize = segments.iter().map(|l| l.segment.posting_key_count()).sum();
+        let mut masks = SegmentMasks::sized_in(incidences, ranges);
+        let blocks = masks.cells.len() / SegmentMasks::BLOCK;
+        let per_range = masks.cells.len() / ranges;
+        masks.cells.par_chunks_mut(per_range).enumerate().try_for_each(|(range, cells)| {
+            let lo = (range as u64) << (64 - Self::RANGE_BITS);
+            let hi = lo | (u64::MAX >> Self::RANGE_BITS);
+            let base = range * per_range;
+            let mut inside = true;
+            for (position, loaded) in segments.iter().enumerate() {
+                let bit = SegmentMasks::bit(position);
+                let mut set = |cells: &mut [u8], at: usize| match at.checked_sub(base).and_then(|i| cells.get_mut(i)) {
+                    Some(cell) => *cell |= bit,
+                    None => inside = false,
+                };
+                loaded
+                    .segment
+                    .for_each_posting_key_between(lo, hi, |key| {
+                        let (a, b) = SegmentMasks::cells_of(blocks, key);
+                        set(cells, a);
+                        set(cells, b);
+                    })
+                    .ok()?;
+            }
+            // A cell outside the range's own (not expected) leaves the
+            // masks unbuilt rather than missing a bit.
+            inside.then_some(())
+        })?;
+        Some(masks)
+    }
+
+    /// The keys of every segment and of `pending` (sorted, each with
+    /// whether several documents hold it) that two or more documents may
+    /// hold, each with the bits of the segments that list it, by key range.
+    fn merged(searcher: &Searcher, pending: &[(u64, bool)]) -> Result<Vec<Vec<(u64, u8)>>, IndexError> {
+        use rayon::prelude::*;
         let segments: Vec<_> = searcher.state.segments.values().collect();
         let shared: Vec<Vec<(u64, u8)>> = (0..1u64 << Self::RANGE_BITS)
             .into_par_iter()
@@ -241,7 +289,7 @@ impl SharedSignatures {
                 shared_keys(sources, &bits)
             })
             .collect::<Result<_, IndexError>>()?;
-        Ok(Self::from_ranges(&shared))
+        Ok(shared)
     }
 
     /// The filter and masks of the shared keys, with their segment bits,
@@ -270,7 +318,7 @@ impl SharedSignatures {
 /// pages in six segments the join's look-ups that find nothing fell from
 /// 12.3 to 0.55 million. Empty (no cells), it says every segment.
 #[derive(Debug, Default)]
-struct SegmentMasks {
+pub(super) struct SegmentMasks {
     cells: Vec<u8>,
 }
 
@@ -279,7 +327,15 @@ impl SegmentMasks {
 
     /// Masks for about `incidences` (key, segment) pairs.
     fn sized(incidences: usize) -> SegmentMasks {
-        SegmentMasks { cells: vec![0; (incidences * 2).div_ceil(Self::BLOCK).max(1) * Self::BLOCK] }
+        Self::sized_in(incidences, 1)
+    }
+
+    /// As [`SegmentMasks::sized`], with a block count that `ranges` (a
+    /// power of two) divides: the keys of each of `ranges` equal ranges of
+    /// their top bits then have blocks of their own.
+    fn sized_in(incidences: usize, ranges: usize) -> SegmentMasks {
+        let blocks = (incidences * 2).div_ceil(Self::BLOCK).max(1).next_multiple_of(ranges);
+        SegmentMasks { cells: vec![0; blocks * Self::BLOCK] }
     }
 
     /// The bit of the segment at `position`.
@@ -290,7 +346,11 @@ impl SegmentMasks {
     /// The two cells of `key`: its block chosen by its top bits, the cells
     /// in it by a multiplicative remix.
     fn cells(&self, key: u64) -> (usize, usize) {
-        let blocks = self.cells.len() / Self::BLOCK;
+        Self::cells_of(self.cells.len() / Self::BLOCK, key)
+    }
+
+    /// [`SegmentMasks::cells`] in masks of `blocks` blocks.
+    fn cells_of(blocks: usize, key: u64) -> (usize, usize) {
         let block = ((u128::from(key) * blocks as u128) >> 64) as usize * Self::BLOCK;
         let h = key.wrapping_mul(0xD1B5_4A32_D192_ED03);
         (block + (h >> 58) as usize, block + ((h >> 52) & 63) as usize)
@@ -413,7 +473,10 @@ pub enum WarmUp {
     /// ahead (`MADV_POPULATE_READ` on Linux; elsewhere only the
     /// directories): resident memory grows by about the index's size less
     /// its id and fingerprint tables, and the first queries run as fast as
-    /// later ones.
+    /// later ones. With two or more segments, also the segments' masks:
+    /// for each posting key, which segments may hold it (two bytes a key
+    /// and segment, built on all cores), so that a query looks each
+    /// signature up only in those; kept until the segments change.
     Pages,
 }
 
@@ -697,14 +760,15 @@ impl Searcher {
         } else {
             (weights(query, measure).collect(), 0)
         };
-        // A self-join probe's shared signatures, each with the segments
-        // that may hold it (aligned with `order`).
+        // Each signature of `order` with the segments that may hold it: a
+        // self-join probe's shared signatures, or a query's once
+        // `WarmUp::Pages` has built the snapshot's masks.
         let masks: Option<Vec<u8>> = match (shared, after) {
-            (Some(shared), Some(_)) if pruning == Pruning::Full => {
-                Some(order.iter().map(|&(hash, _)| shared.masks.get(hash)).collect())
-            }
-            _ => None,
-        };
+            _ if pruning != Pruning::Full => None,
+            (Some(shared), Some(_)) => Some(&shared.masks),
+            _ => self.state.segment_masks.get(),
+        }
+        .map(|masks| order.iter().map(|&(hash, _)| masks.get(hash)).collect());
         let plan = Plan { query, measure, window, pruning, order: &order, after, alone, masks: masks.as_deref() };
         for (position, loaded) in self.state.segments.values().enumerate() {
             self.query_segment(&loaded.segment, position, &plan, sink, &mut stats)?;
@@ -1107,6 +1171,13 @@ impl Searcher {
         });
         if !segments.is_empty() {
             self.state.ranks.get_or_init(|| Ranks::build(segments.iter().map(|l| &l.segment)));
+        }
+        // Which segments hold each key, so that a query looks a signature
+        // up only in those (damaged keys: none, and queries look up all).
+        if warm_up == WarmUp::Pages && segments.len() > 1 && self.state.segment_masks.get().is_none() {
+            if let Some(masks) = SharedSignatures::segment_masks(self) {
+                let _ = self.state.segment_masks.set(masks);
+            }
         }
     }
 

@@ -1151,6 +1151,34 @@ impl<B: AsRef<[u8]>> Segment<B> {
 
     /// A key section (posting or band keys) read through its layout,
     /// whose size parsing checked.
+    /// Calls `f` with each posting key `k`, `lo <= k <= hi`, ascending.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the keys do not ascend.
+    pub fn for_each_posting_key_between(&self, lo: u64, hi: u64, mut f: impl FnMut(u64)) -> Result<(), IndexError> {
+        let keys = self.keys(SectionKind::PostingKeys);
+        let mut iter = keys.iter_from(keys.lower_bound(lo));
+        let mut last = None;
+        while let Some(key) = iter.peek() {
+            if key > hi {
+                break;
+            }
+            if last.is_some_and(|last| key <= last) {
+                let offset = keys.offset_of(iter.index());
+                return Err(self.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending"));
+            }
+            last = Some(key);
+            f(key);
+            iter.next();
+        }
+        Ok(())
+    }
+
+    /// How many posting keys (distinct signatures) the segment lists.
+    pub fn posting_key_count(&self) -> usize {
+        self.keys(SectionKind::PostingKeys).len()
+    }
+
     fn keys(&self, kind: SectionKind) -> Keys<'_> {
         let i = usize::from(kind == SectionKind::BandKeys);
         Keys::of(self.section(kind), self.dropped_bits[i], self.key_counts[i])
