@@ -150,9 +150,7 @@ impl PendingRecord {
         }
         let hashes: Vec<u64> = (0..n).map(|_| r.u64()).collect::<Result<_, _>>()?;
         let freqs: Vec<u32> = (0..n).map(|_| r.u32()).collect::<Result<_, _>>()?;
-        if !hashes.windows(2).all(|w| w[0] < w[1]) || freqs.contains(&0) {
-            return Err(r.bad("vector not strictly sorted"));
-        }
+        let vector = SignatureVector::from_sorted(hashes, freqs).ok_or_else(|| r.bad("vector not strictly sorted"))?;
         let b = r.u32()? as usize;
         if b > bytes.len() / 8 {
             return Err(r.bad("band keys longer than the record"));
@@ -160,7 +158,6 @@ impl PendingRecord {
         let band_keys = (0..b).map(|_| r.u64()).collect::<Result<_, _>>()?;
         let fingerprint = if r.at == bytes.len() { None } else { Some(Fingerprint(u128::from_le_bytes(r.array()?))) };
         r.end()?;
-        let vector = SignatureVector::from_sorted(hashes, freqs).ok_or_else(|| r.bad("vector not strictly sorted"))?;
         Ok(PendingRecord { vector, band_keys, fingerprint })
     }
 }
