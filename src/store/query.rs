@@ -216,60 +216,13 @@ impl SharedSignatures {
     const RANGE_BITS: u32 = 8;
 
     fn build(searcher: &Searcher) -> Result<SharedSignatures, IndexError> {
+        use rayon::prelude::*;
         // The pending documents' signatures: a hash in two of them is shared.
         let mut pending: Vec<u64> =
             searcher.state.delta.values().flat_map(|doc| doc.vector.hashes().iter().copied()).collect();
-        rayon::slice::ParallelSliceMut::par_sort_unstable(&mut pending[..]);
+        pending.par_sort_unstable();
         let pending: Vec<(u64, bool)> = pending.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() > 1)).collect();
-        Ok(Self::from_ranges(&Self::merged(searcher, &pending)?))
-    }
 
-    /// The segments that may hold each posting key of the snapshot's
-    /// segments (not the pending documents): what a single query, after
-    /// [`WarmUp::Pages`], reads to look a signature up only in those. No
-    /// merge: each segment ORs its bit into its keys' cells, on all cores
-    /// by key range, each range with cells of its own. `None` when a key
-    /// section is damaged.
-    fn segment_masks(searcher: &Searcher) -> Option<SegmentMasks> {
-        use rayon::prelude::*;
-        let ranges = 1usize << Self::RANGE_BITS;
-        let segments: Vec<_> = searcher.state.segments.values().collect();
-        let incidences: usize = segments.iter().map(|l| l.segment.posting_key_count()).sum();
-        let mut masks = SegmentMasks::sized_in(incidences, ranges);
-        let blocks = masks.cells.len() / SegmentMasks::BLOCK;
-        let per_range = masks.cells.len() / ranges;
-        masks.cells.par_chunks_mut(per_range).enumerate().try_for_each(|(range, cells)| {
-            let lo = (range as u64) << (64 - Self::RANGE_BITS);
-            let hi = lo | (u64::MAX >> Self::RANGE_BITS);
-            let base = range * per_range;
-            let mut inside = true;
-            for (position, loaded) in segments.iter().enumerate() {
-                let bit = SegmentMasks::bit(position);
-                let mut set = |cells: &mut [u8], at: usize| match at.checked_sub(base).and_then(|i| cells.get_mut(i)) {
-                    Some(cell) => *cell |= bit,
-                    None => inside = false,
-                };
-                loaded
-                    .segment
-                    .for_each_posting_key_between(lo, hi, |key| {
-                        let (a, b) = SegmentMasks::cells_of(blocks, key);
-                        set(cells, a);
-                        set(cells, b);
-                    })
-                    .ok()?;
-            }
-            // A cell outside the range's own (not expected) leaves the
-            // masks unbuilt rather than missing a bit.
-            inside.then_some(())
-        })?;
-        Some(masks)
-    }
-
-    /// The keys of every segment and of `pending` (sorted, each with
-    /// whether several documents hold it) that two or more documents may
-    /// hold, each with the bits of the segments that list it, by key range.
-    fn merged(searcher: &Searcher, pending: &[(u64, bool)]) -> Result<Vec<Vec<(u64, u8)>>, IndexError> {
-        use rayon::prelude::*;
         let segments: Vec<_> = searcher.state.segments.values().collect();
         let shared: Vec<Vec<(u64, u8)>> = (0..1u64 << Self::RANGE_BITS)
             .into_par_iter()
@@ -289,7 +242,7 @@ impl SharedSignatures {
                 shared_keys(sources, &bits)
             })
             .collect::<Result<_, IndexError>>()?;
-        Ok(shared)
+        Ok(Self::from_ranges(&shared))
     }
 
     /// The filter and masks of the shared keys, with their segment bits,
@@ -324,6 +277,46 @@ pub(super) struct SegmentMasks {
 
 impl SegmentMasks {
     const BLOCK: usize = 64;
+
+    /// The segments that may hold each posting key of the snapshot's
+    /// segments (not the pending documents): what a single query, after
+    /// [`WarmUp::Pages`], reads to look a signature up only in those. No
+    /// merge: each segment ORs its bit into its keys' cells, on all cores
+    /// by the key ranges of [`SharedSignatures`], each range with blocks of
+    /// its own. `None` when a key section is damaged.
+    fn of_segments(searcher: &Searcher) -> Option<SegmentMasks> {
+        use rayon::prelude::*;
+        let range_bits = SharedSignatures::RANGE_BITS;
+        let ranges = 1usize << range_bits;
+        let segments: Vec<_> = searcher.state.segments.values().collect();
+        let incidences: usize = segments.iter().map(|l| l.segment.posting_key_count()).sum();
+        let mut masks = SegmentMasks::sized_in(incidences, ranges);
+        let blocks = masks.cells.len() / Self::BLOCK;
+        let per_range = masks.cells.len() / ranges;
+        masks.cells.par_chunks_mut(per_range).enumerate().try_for_each(|(range, cells)| {
+            let lo = (range as u64) << (64 - range_bits);
+            let hi = lo | (u64::MAX >> range_bits);
+            let base = range * per_range;
+            // A cell outside the range's own (not expected) leaves the
+            // masks unbuilt rather than missing a bit.
+            let mut inside = true;
+            for (position, loaded) in segments.iter().enumerate() {
+                let bit = Self::bit(position);
+                let walked = loaded.segment.for_each_posting_key_between(lo, hi, |key| {
+                    let (a, b) = Self::cells_of(blocks, key);
+                    for at in [a, b] {
+                        match at.checked_sub(base).and_then(|i| cells.get_mut(i)) {
+                            Some(cell) => *cell |= bit,
+                            None => inside = false,
+                        }
+                    }
+                });
+                walked.ok()?;
+            }
+            inside.then_some(())
+        })?;
+        Some(masks)
+    }
 
     /// Masks for about `incidences` (key, segment) pairs.
     fn sized(incidences: usize) -> SegmentMasks {
@@ -1175,7 +1168,7 @@ impl Searcher {
         // Which segments hold each key, so that a query looks a signature
         // up only in those (damaged keys: none, and queries look up all).
         if warm_up == WarmUp::Pages && segments.len() > 1 && self.state.segment_masks.get().is_none() {
-            if let Some(masks) = SharedSignatures::segment_masks(self) {
+            if let Some(masks) = SegmentMasks::of_segments(self) {
                 let _ = self.state.segment_masks.set(masks);
             }
         }

@@ -1151,25 +1151,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
 
     /// A key section (posting or band keys) read through its layout,
     /// whose size parsing checked.
-    /// Calls `f` with each posting key `k`, `lo <= k <= hi`, ascending.
+    /// Calls `f` with each posting key `k`, `lo <= k <= hi`, ascending:
+    /// [`Segment::posting_keys_between`] without reading the entries.
     ///
     /// # Errors
     /// [`IndexError::Corrupted`] when the keys do not ascend.
     pub fn for_each_posting_key_between(&self, lo: u64, hi: u64, mut f: impl FnMut(u64)) -> Result<(), IndexError> {
-        let keys = self.keys(SectionKind::PostingKeys);
-        let mut iter = keys.iter_from(keys.lower_bound(lo));
-        let mut last = None;
-        while let Some(key) = iter.peek() {
-            if key > hi {
-                break;
-            }
-            if last.is_some_and(|last| key <= last) {
-                let offset = keys.offset_of(iter.index());
-                return Err(self.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending"));
-            }
-            last = Some(key);
-            f(key);
-            iter.next();
+        let mut keys = self.posting_keys_between(lo, hi);
+        while let Some(next) = keys.next_key() {
+            f(next?.1);
         }
         Ok(())
     }
@@ -1931,10 +1921,10 @@ pub struct PostingKeys<'a, B: AsRef<[u8]>> {
     failed: bool,
 }
 
-impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
-    type Item = Result<(u64, bool), IndexError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
+    /// The next key with its index, checked to ascend; an error is the
+    /// last item.
+    fn next_key(&mut self) -> Option<Result<(usize, u64), IndexError>> {
         if self.failed {
             return None;
         }
@@ -1944,13 +1934,25 @@ impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
         if key > self.hi {
             return None;
         }
-        let segment = self.segment;
         if self.last.is_some_and(|last| key <= last) {
             self.failed = true;
-            let offset = segment.keys(SectionKind::PostingKeys).offset_of(i);
-            return Some(Err(segment.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending")));
+            let offset = self.segment.keys(SectionKind::PostingKeys).offset_of(i);
+            return Some(Err(self.segment.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending")));
         }
         self.last = Some(key);
+        Some(Ok((i, key)))
+    }
+}
+
+impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
+    type Item = Result<(u64, bool), IndexError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (i, key) = match self.next_key()? {
+            Ok(next) => next,
+            Err(e) => return Some(Err(e)),
+        };
+        let segment = self.segment;
         let offsets = segment.section(SectionKind::PostingOffsets);
         let inline = if segment.narrow {
             le_u32(offsets, i * 4) & NARROW_INLINE != 0
@@ -2021,6 +2023,24 @@ mod tests {
         assert_eq!(seg.ordinal_of(10).unwrap(), Some(3));
         assert_eq!(seg.ordinal_of(4).unwrap(), Some(0));
         assert_eq!(seg.ordinal_of(5).unwrap(), None);
+    }
+
+    #[test]
+    fn posting_keys_out_of_order_are_a_typed_error_on_both_walks() {
+        let bytes = build_segment(42, 2, docs());
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let (keys, _, _) = seg.sections[SectionKind::PostingKeys as usize - 1];
+        let mut damaged = bytes.clone();
+        let (first, second) = damaged[keys..keys + 16].split_at_mut(8);
+        first.swap_with_slice(second);
+        let fixed = with_fresh_checksums(&damaged).unwrap();
+        let seg = Segment::parse(fixed.as_slice(), "seg").unwrap();
+        let items: Vec<_> = seg.posting_keys_between(0, u64::MAX).collect();
+        let last = items.last().unwrap().as_ref().unwrap_err();
+        assert!(last.to_string().contains("posting keys not ascending"), "{last}");
+        assert_eq!(items.iter().filter(|i| i.is_err()).count(), 1, "the error ends the walk");
+        let err = seg.for_each_posting_key_between(0, u64::MAX, |_| ()).unwrap_err();
+        assert!(err.to_string().contains("posting keys not ascending"), "{err}");
     }
 
     /// Documents whose frequencies need escapes (format 3 stores a byte).
@@ -2267,6 +2287,9 @@ mod tests {
             let (lo, hi) = (sorted.get(n / 3).copied().unwrap_or(0), sorted.get(n / 2).copied().unwrap_or(0));
             let between: Vec<u64> = segment.posting_keys_between(lo, hi).map(|k| k.unwrap().0).collect();
             assert_eq!(between, sorted.iter().copied().filter(|k| (lo..=hi).contains(k)).collect::<Vec<_>>());
+            let mut walked = Vec::new();
+            segment.for_each_posting_key_between(lo, hi, |k| walked.push(k)).unwrap();
+            assert_eq!(walked, between);
             let probes: Vec<u64> = (0..2_000).map(|_| next()).chain([0, u64::MAX]).collect();
             for &probe in &probes {
                 let found = segment.find_posting_key(probe);
