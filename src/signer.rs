@@ -132,14 +132,33 @@ impl Signer {
     /// Signs an HTML document given as bytes (charset sniffed as in
     /// [`decode_html`]). Reuses buffers kept per thread.
     pub fn sign_html(&self, html: &[u8]) -> DocumentSignature {
-        with_thread_scratch(|scratch| self.sign_html_with(html, scratch))
+        self.sign_html_declared(html, None)
+    }
+
+    /// [`Self::sign_html`] of a page whose charset a transport header (an
+    /// HTTP `Content-Type`) declared, weighed as [`decode_html`] weighs it.
+    pub fn sign_html_declared(
+        &self,
+        html: &[u8],
+        declared: Option<&'static encoding_rs::Encoding>,
+    ) -> DocumentSignature {
+        with_thread_scratch(|scratch| self.sign_decoded_html(html, declared, scratch))
     }
 
     /// [`Self::sign_html`] with reusable buffers.
     pub fn sign_html_with(&self, html: &[u8], scratch: &mut Scratch) -> DocumentSignature {
+        self.sign_decoded_html(html, None, scratch)
+    }
+
+    fn sign_decoded_html(
+        &self,
+        html: &[u8],
+        declared: Option<&'static encoding_rs::Encoding>,
+        scratch: &mut Scratch,
+    ) -> DocumentSignature {
         let mut text = std::mem::take(&mut scratch.text);
         text.clear();
-        html_to_text_into(&decode_html(html, None), &mut text);
+        html_to_text_into(&decode_html(html, declared), &mut text);
         let signature = self.sign_text_with(&text, scratch);
         scratch.text = text;
         signature
@@ -246,5 +265,24 @@ impl Signer {
             (Extractor::Chars(k), _) => plain(char_shingles(&tokens.joined(), *k)),
             _ => Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::html_to_text;
+
+    #[test]
+    fn a_declared_charset_signs_as_the_decoded_text() {
+        let signer = Signer::new(SignatureConfig::word_shingles(1)).unwrap();
+        // "café crème" in windows-1252, with no meta charset: the declared
+        // label decides (as UTF-8 the bytes would be replaced).
+        let page: &[u8] = b"<html><body><p>caf\xe9 cr\xe8me au lait</p></body></html>";
+        let latin = encoding_rs::Encoding::for_label(b"windows-1252");
+        let declared = signer.sign_html_declared(page, latin);
+        assert_eq!(declared, signer.sign_text(&html_to_text(&decode_html(page, latin))));
+        assert_eq!(declared, signer.sign_text("café crème au lait"));
+        assert_eq!(signer.sign_html_declared(page, None), signer.sign_html(page));
     }
 }

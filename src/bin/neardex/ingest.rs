@@ -211,10 +211,7 @@ impl Item {
         let signature = match &self.work {
             Work::Text(text) => signer.sign_text(text),
             Work::Bytes(bytes) => signer.sign_text(&String::from_utf8_lossy(bytes)),
-            Work::Html(html, None) => signer.sign_html(html),
-            Work::Html(payload, declared) => {
-                signer.sign_text(&neardex::text::html_to_text(&neardex::text::decode_html(payload, *declared)))
-            }
+            Work::Html(html, declared) => signer.sign_html_declared(html, *declared),
             _ => return self,
         };
         Item { work: Work::Signed(signature), ..self }
