@@ -30,6 +30,13 @@ fn fails(args: &[&str], code: i32, message: &str) {
     assert!(stderr.contains(message), "{args:?}: {stderr}");
 }
 
+/// A temporary directory and the path of an index inside it (not created).
+fn index_dir() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx").to_str().unwrap().to_owned();
+    (dir, idx)
+}
+
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bin/neardex/demo");
 const PAGES: [&str; 6] = [
     "harbor-chronicle.html",
@@ -42,9 +49,8 @@ const PAGES: [&str; 6] = [
 
 #[test]
 fn every_command_on_text_html_and_jsonl() {
-    let dir = tempfile::tempdir().unwrap();
-    let idx = dir.path().join("idx");
-    let idx = idx.to_str().unwrap();
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
     assert_eq!(ok(&["create", idx])[0]["created"], idx);
     let jsonl = dir.path().join("docs.jsonl");
     std::fs::write(
@@ -133,9 +139,8 @@ fn every_command_on_text_html_and_jsonl() {
 #[test]
 fn the_real_warc_samples_ingest_completely() {
     let Some(data) = common::shared_data() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let idx = dir.path().join("idx");
-    let idx = idx.to_str().unwrap();
+    let (_dir, idx) = index_dir();
+    let idx = idx.as_str();
     ok(&["create", idx]);
     for (file, responses) in [("commoncrawl-sample.warc.gz", 16), ("clueweb12-quirk.warc.gz", 29)] {
         let path = data.join("warc-samples").join(file);
@@ -157,9 +162,8 @@ fn warc_record(kind: &str, id: &str, extra: &[(&str, &str)], block: &str) -> Str
 
 #[test]
 fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
-    let dir = tempfile::tempdir().unwrap();
-    let idx = dir.path().join("idx");
-    let idx = idx.to_str().unwrap();
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
     ok(&["create", idx]);
     let page = std::fs::read_to_string(Path::new(DEMO).join("harbor-chronicle.html")).unwrap();
     let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n{page}");
@@ -185,9 +189,8 @@ fn many_documents_keep_their_order_keys_and_problems() {
     // More documents than one turn of the signing pipeline signs, with bad
     // lines among them: each key gets its own text's signatures, and the
     // problems are reported in input order.
-    let dir = tempfile::tempdir().unwrap();
-    let idx = dir.path().join("idx");
-    let idx = idx.to_str().unwrap();
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
     ok(&["create", idx, "--scheme", "words:1", "--similarity", "set"]);
     let mut lines = String::new();
     for i in 0..1_500u32 {
@@ -223,9 +226,8 @@ fn many_documents_keep_their_order_keys_and_problems() {
 
 #[test]
 fn bad_input_gives_one_clear_line_and_the_right_exit_code() {
-    let dir = tempfile::tempdir().unwrap();
-    let idx = dir.path().join("idx");
-    let idx = idx.to_str().unwrap();
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
     fails(&["stats", idx], 1, "holds no neardex index (create one first)");
     ok(&["create", idx]);
     fails(&["create", idx], 1, "already holds an index");
@@ -253,9 +255,8 @@ fn bad_input_gives_one_clear_line_and_the_right_exit_code() {
 
 #[test]
 fn create_learns_a_frozen_frequency_filter_from_a_sample() {
-    let dir = tempfile::tempdir().unwrap();
-    let idx = dir.path().join("idx");
-    let idx = idx.to_str().unwrap();
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
     // Six pages; at --filter-max-df 0.2 a signature in two or more of them goes.
     let sample = dir.path().join("sample");
     std::fs::create_dir(&sample).unwrap();
@@ -286,9 +287,8 @@ fn create_learns_a_frozen_frequency_filter_from_a_sample() {
 #[cfg(unix)]
 #[test]
 fn ctrl_c_during_add_commits_what_was_added_and_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let idx = dir.path().join("idx");
-    let idx = idx.to_str().unwrap();
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
     ok(&["create", idx]);
     let big = dir.path().join("big.jsonl");
     let lines: String = (0..400_000)
