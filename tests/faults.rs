@@ -270,3 +270,67 @@ fn a_flush_that_fails_writing_its_segment_leaves_no_file() {
     }
     assert!(failed_writes >= 3, "only {failed_writes} operations failed the segment write");
 }
+
+#[test]
+fn a_bulk_commit_that_fails_at_any_operation_acknowledges_nothing_and_leaves_no_file() {
+    let options = IndexOptions { flush_threshold: 1000, background_maintenance: false };
+    let setup = || {
+        let storage = FaultStorage::new(MemStorage::new(), Fault::None);
+        let dyn_storage: Arc<dyn Storage> = Arc::new(storage.clone());
+        let index = Index::create_in(Arc::clone(&dyn_storage), neardex::SignatureConfig::default(), options).unwrap();
+        let mut w = index.writer().unwrap();
+        w.insert("pending", neardex::store::Document::Text(&workload::text(3)), Default::default()).unwrap();
+        w.commit().unwrap();
+        (storage, dyn_storage, index)
+    };
+    let bulk = |index: &Index| -> Result<usize, IndexError> {
+        let mut w = index.bulk_writer()?;
+        for n in 0..30u8 {
+            let body = format!("{} number {n}", workload::text(n));
+            w.insert(&format!("bulk{n}"), neardex::store::Document::Text(&body), Default::default())?;
+        }
+        w.commit()
+    };
+    let segment_files =
+        |storage: &Arc<dyn Storage>| storage.list().unwrap().into_iter().filter(|n| n.starts_with("seg-")).count();
+    let (storage, dyn_storage, index) = setup();
+    let (first, _) = storage.counts();
+    assert_eq!(bulk(&index).unwrap(), 1, "the earlier document stays pending");
+    let (end, _) = storage.counts();
+    assert_eq!(segment_files(&dyn_storage), 1);
+    assert_eq!(index.stats().unwrap().segments, 1);
+    drop(index);
+    let mut failed = 0;
+    for op in first..end {
+        let (storage, dyn_storage, index) = setup();
+        storage.set_fault(Fault::Fail(op));
+        let outcome = bulk(&index);
+        storage.set_fault(Fault::None);
+        let searcher = index.searcher().unwrap();
+        match outcome {
+            Ok(_) => assert_eq!(searcher.len(), 31, "op {op}"),
+            Err(e) => {
+                failed += 1;
+                // Nothing acknowledged, and the index as before; a file the
+                // commit may have left is unlisted and goes at the next open.
+                assert!(!matches!(e, IndexError::Corrupted { .. }), "op {op}: {e}");
+                assert_eq!(searcher.len(), 1, "op {op}: {e}");
+                assert!(searcher.get("bulk0").unwrap().is_none(), "op {op}");
+                drop((searcher, index));
+                let reopened = Index::open_in(Arc::clone(&dyn_storage), options).unwrap();
+                assert_eq!(segment_files(&dyn_storage), reopened.stats().unwrap().segments as usize, "op {op}");
+                let reader = reopened.searcher().unwrap();
+                assert!(reader.len() == 1 || reader.len() == 31, "op {op}: {}", reader.len());
+                reopened.verify().unwrap();
+                // The batch again, through a bulk writer, lands.
+                if reader.len() == 1 {
+                    drop(reader);
+                    assert_eq!(bulk(&reopened).unwrap(), 1, "op {op}");
+                    assert_eq!(reopened.searcher().unwrap().len(), 31, "op {op}");
+                    reopened.verify().unwrap();
+                }
+            }
+        }
+    }
+    assert!(failed >= 5, "only {failed} operations failed the bulk commit");
+}

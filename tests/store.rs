@@ -239,7 +239,8 @@ fn arb_op() -> impl Strategy<Value = Op> {
         6 => (0u8..12, 0u8..6).prop_map(|(k, t)| Op::Insert(k, t)),
         2 => (0u8..12, 0u8..6).prop_map(|(k, t)| Op::Replace(k, t)),
         2 => (0u8..12).prop_map(Op::Delete),
-        3 => Just(Op::Commit),
+        2 => Just(Op::Commit),
+        1 => Just(Op::BulkCommit),
         1 => Just(Op::Abort),
         1 => Just(Op::Flush),
         1 => Just(Op::Optimize),
@@ -324,9 +325,9 @@ proptest! {
                         _ => unreachable!(),
                     }
                 }
-                Op::Commit => {
+                Op::Commit | Op::BulkCommit => {
                     let idx = index.as_ref().unwrap();
-                    let mut w = idx.writer().unwrap();
+                    let mut w = if op == Op::BulkCommit { idx.bulk_writer().unwrap() } else { idx.writer().unwrap() };
                     let mut ids = committed_ids.clone();
                     let expected_duplicate = |ids: &BTreeMap<String, (u64, Fingerprint)>, t: u8| {
                         let fingerprint = signer.sign_text(&text(t)).fingerprint;
@@ -592,4 +593,73 @@ fn compact_catalog_gives_back_the_space_of_flushed_documents() {
     assert_eq!(index.stats().unwrap().pending, 0);
     assert!(catalog_len() <= compacted, "{} after optimize", catalog_len());
     assert_eq!(answers(&index.searcher().unwrap()), before);
+}
+
+#[test]
+fn a_bulk_writer_commits_its_documents_to_a_segment_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(1000)).unwrap();
+    let mut w = index.writer().unwrap();
+    w.insert("pending", Document::Text(ARTICLE), meta("p")).unwrap();
+    w.insert("goes", Document::Text(&text(3)), meta("g")).unwrap();
+    w.commit().unwrap();
+
+    let mut w = index.bulk_writer().unwrap();
+    let mut model: Model = BTreeMap::new();
+    model.insert("pending".into(), (ARTICLE.to_owned(), meta("p")));
+    let mut duplicates = Vec::new();
+    for n in 0..40u8 {
+        let body = if n < 2 { ARTICLE.to_owned() } else { format!("{} item {n}", text(n)) };
+        let outcome = w.insert(&format!("b{n}"), Document::Text(&body), meta(&format!("b{n}"))).unwrap();
+        duplicates.push(outcome.exact_duplicate_of);
+        model.insert(format!("b{n}"), (body, meta(&format!("b{n}"))));
+    }
+    // An exact copy of a pending document, then of a staged one.
+    assert_eq!(duplicates[0], Some(index.searcher().unwrap().get("pending").unwrap().unwrap().id));
+    assert_eq!(duplicates[1], duplicates[0]);
+    // A delete of a pending document and of a staged one, a replace of a
+    // staged one.
+    assert!(w.delete("goes").unwrap());
+    assert!(w.delete("b5").unwrap());
+    model.remove("b5");
+    w.replace("b6", Document::Text(&text(5)), meta("r")).unwrap();
+    model.insert("b6".into(), (text(5), meta("r")));
+    assert_eq!(w.commit().unwrap(), 1, "only the first writer's document is pending");
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.segments, stats.pending), (1, 1), "{stats:?}");
+    check(&index.searcher().unwrap(), &model, &signer).unwrap();
+
+    // The join over the segment and the pending document against brute force.
+    let searcher = index.searcher().unwrap();
+    let tau = Threshold::new(0.5).unwrap();
+    let mut pairs = Vec::new();
+    searcher.self_join(tau, |p| pairs.push((p.a, p.b))).unwrap();
+    pairs.sort_unstable();
+    let mut live = Vec::new();
+    searcher.for_each_live(|id, v| live.push((id, v.clone()))).unwrap();
+    let docs: Vec<(u64, &neardex::SignatureVector)> = live.iter().map(|(id, v)| (*id, v)).collect();
+    let expected = oracle::self_join(&docs, signer.config().similarity, tau);
+    assert_eq!(pairs, expected.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>());
+    assert!(!pairs.is_empty());
+
+    // Eight bulk commits fill a tier: they are merged, as flushes are.
+    drop(searcher);
+    for batch in 0..8u8 {
+        let mut w = index.bulk_writer().unwrap();
+        for n in 0..5u8 {
+            let key = format!("m{batch}-{n}");
+            let body = format!("{} batch {batch} line {n}", text(n));
+            w.insert(&key, Document::Text(&body), meta(&key)).unwrap();
+            model.insert(key.clone(), (body, meta(&key)));
+        }
+        w.commit().unwrap();
+    }
+    let stats = index.stats().unwrap();
+    assert_eq!(stats.segments, 2, "the eight small segments merged: {stats:?}");
+    check(&index.searcher().unwrap(), &model, &signer).unwrap();
+    drop(index);
+    let reopened = Index::open(dir.path()).unwrap();
+    reopened.verify().unwrap();
+    check(&reopened.searcher().unwrap(), &model, &signer).unwrap();
 }

@@ -170,7 +170,6 @@ impl Inner {
         // begins, so that a failure writing it (a full disk) leaves the
         // catalog untouched.
         let segment_id = self.take_segment_id()?;
-        let bands = self.signer.config().minhash.bands;
         // The documents are shared, not copied: the build reads them through
         // their `Arc`s.
         let docs: Vec<(u64, Arc<super::DeltaDoc>)> =
@@ -179,21 +178,8 @@ impl Inner {
         // held, every commit has to copy the delta instead of extending it.
         let written: Vec<u64> = snapshot.delta.keys().copied().collect();
         drop(snapshot);
-        let refs = docs
-            .iter()
-            .map(|(id, d)| SegmentDocRef {
-                id: *id,
-                vector: &d.vector,
-                band_keys: &d.band_keys,
-                fingerprint: d.fingerprint,
-            })
-            .collect();
-        let file = build_segment_file_of(segment_id, bands, refs);
+        let (record, unlisted) = self.write_docs(segment_id, docs.iter().map(|(id, d)| (*id, &**d)))?;
         drop(docs);
-        let unlisted = self.write_segment_file(segment_id, &file)?;
-        let record =
-            SegmentRecord { doc_count: written.len() as u32, byte_len: file.len() as u64, file_crc: file.crc() };
-        drop(file);
         let _writer = (writer == WriterLock::Take).then(|| lock(&self.writer_lock));
         let current = self.current();
         // Written documents no longer pending: deleted or replaced since the
@@ -320,6 +306,36 @@ impl Inner {
         Ok(fingerprints)
     }
 
+    /// Steps 1–3 of the flush protocol for `docs` (ids ascending): the
+    /// segment `segment_id` built and written, not yet listed.
+    fn write_docs<'d>(
+        &self,
+        segment_id: u64,
+        docs: impl ExactSizeIterator<Item = (u64, &'d super::DeltaDoc)>,
+    ) -> Result<(SegmentRecord, Unlisted<'_>), IndexError> {
+        let bands = self.signer.config().minhash.bands;
+        let doc_count = docs.len() as u32;
+        let refs = docs
+            .map(|(id, d)| SegmentDocRef { id, vector: &d.vector, band_keys: &d.band_keys, fingerprint: d.fingerprint })
+            .collect();
+        let file = build_segment_file_of(segment_id, bands, refs);
+        let unlisted = self.write_segment_file(segment_id, &file)?;
+        Ok((SegmentRecord { doc_count, byte_len: file.len() as u64, file_crc: file.crc() }, unlisted))
+    }
+
+    /// Steps 1–3 of the flush protocol for the documents a bulk writer
+    /// staged (see [`Index::bulk_writer`]): their segment, built, written
+    /// and opened, for the writer's own transaction to list.
+    pub(super) fn write_staged(
+        &self,
+        staged: &BTreeMap<u64, Arc<super::DeltaDoc>>,
+    ) -> Result<StagedSegment<'_>, IndexError> {
+        let id = self.take_segment_id()?;
+        let (record, unlisted) = self.write_docs(id, staged.iter().map(|(&id, d)| (id, &**d)))?;
+        let loaded = Arc::new(open_written_segment(&*self.storage, id)?);
+        Ok(StagedSegment { id, record, loaded, unlisted })
+    }
+
     /// Takes the id of a new segment. The counter starts from the catalog's
     /// `next_segment_id` at the first job and is advanced in memory, so a
     /// flush and a merge that overlap take distinct ids (an id whose job
@@ -360,7 +376,7 @@ impl Inner {
     /// merged into one (of a higher tier). Fewer than F segments remain per
     /// tier, and there are ⌈log_F(documents)⌉ tiers: the segment count is
     /// logarithmic in the number of documents.
-    fn merge_by_policy(&self, writer: WriterLock) -> Result<(), IndexError> {
+    pub(super) fn merge_by_policy(&self, writer: WriterLock) -> Result<(), IndexError> {
         loop {
             let state = self.current();
             let mut tiers: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
@@ -489,6 +505,33 @@ impl Inner {
             let _ = self.storage.remove(&segment_file_name(*id));
         }
         Ok(())
+    }
+}
+
+/// The segment of a bulk writer's commit ([`Inner::write_staged`]):
+/// written, not yet listed in the manifest.
+pub(super) struct StagedSegment<'a> {
+    id: u64,
+    record: SegmentRecord,
+    loaded: Arc<LoadedSegment>,
+    unlisted: Unlisted<'a>,
+}
+
+impl StagedSegment<'_> {
+    /// Step 4 of the flush protocol, in the writer's transaction: the
+    /// manifest record and the next segment id.
+    pub(super) fn list(&self, txn: &redb::WriteTransaction) -> Result<(), IndexError> {
+        let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+        manifest.insert(self.id, self.record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
+        drop(manifest);
+        advance_next_segment_id(txn, self.id)
+    }
+
+    /// The transaction that lists it is about to commit: the file stays
+    /// whatever happens (see [`Unlisted`]). Its id and the opened segment.
+    pub(super) fn committing(self) -> (u64, Arc<LoadedSegment>) {
+        self.unlisted.committing();
+        (self.id, self.loaded)
     }
 }
 

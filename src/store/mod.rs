@@ -575,6 +575,31 @@ impl Index {
     /// # Errors
     /// [`IndexError::ReadOnly`] for a read-only index; catalog errors.
     pub fn writer(&self) -> Result<Writer<'_>, IndexError> {
+        self.writer_of(false)
+    }
+
+    /// A writer for loading many documents at once (an archive, a
+    /// crawl's batch): its commit writes the documents it inserted straight
+    /// to a new segment of their own, by the flush protocol, instead of to
+    /// the catalog's pending table. They are never pending, so they are
+    /// written once instead of twice (catalog, then segment), and the
+    /// commit builds no in-memory index of them. It is otherwise a
+    /// [`Writer`]: the same checks, the same outcomes, deletes and
+    /// replacements in the same transaction, and the same guarantee (`Ok`
+    /// from [`Writer::commit`] means durable).
+    ///
+    /// The commit costs a segment build and an `fsync` more, so a bulk
+    /// writer pays for batches of many documents (say ten thousand and
+    /// more): small ones make small segments, which the tiered merge policy
+    /// then merges. Merges follow its commit as they follow a flush.
+    ///
+    /// # Errors
+    /// As [`Index::writer`].
+    pub fn bulk_writer(&self) -> Result<Writer<'_>, IndexError> {
+        self.writer_of(true)
+    }
+
+    fn writer_of(&self, bulk: bool) -> Result<Writer<'_>, IndexError> {
         let guard = lock(&self.inner.writer_lock);
         let txn = self.inner.catalog.begin_write()?;
         let next_doc_id = {
@@ -590,6 +615,7 @@ impl Index {
             added_fingerprints: DeltaFingerprints::default(),
             removed_pending: Vec::new(),
             newly_deleted: Vec::new(),
+            bulk,
         })
     }
 
@@ -928,6 +954,9 @@ pub struct Writer<'a> {
     added_fingerprints: DeltaFingerprints,
     removed_pending: Vec<u64>,
     newly_deleted: Vec<u64>,
+    /// A bulk writer ([`Index::bulk_writer`]): `added` goes to a segment at
+    /// the commit, never to the pending table.
+    bulk: bool,
 }
 
 impl std::fmt::Debug for Writer<'_> {
@@ -1013,6 +1042,7 @@ impl Writer<'_> {
         let mut outcomes = Vec::new();
         for (key, document, metadata) in documents {
             let staging = Staging {
+                bulk: self.bulk,
                 signer: &self.index.inner.signer,
                 next_doc_id: &mut self.next_doc_id,
                 added: &mut self.added,
@@ -1078,10 +1108,13 @@ impl Writer<'_> {
             let removed = pending.remove(id).map_err(redb_err("writing pending"))?;
             removed.is_some()
         };
+        // A document this writer staged (a bulk writer's has no pending
+        // record) is simply unstaged.
+        if self.added.remove(&id).is_some() {
+            return Ok(true);
+        }
         if was_pending {
-            if self.added.remove(&id).is_none() {
-                self.removed_pending.push(id);
-            }
+            self.removed_pending.push(id);
             return Ok(true);
         }
         // Flushes and merges need the writer lock, which this writer holds:
@@ -1128,14 +1161,25 @@ impl Writer<'_> {
             meta.insert("next_doc_id", self.next_doc_id.to_le_bytes().as_slice()).map_err(redb_err("writing meta"))?;
         }
         let index = self.index;
+        // A bulk writer's documents: their segment is written and listed
+        // in this transaction before it commits (the flush protocol).
+        let staged = if self.bulk && !self.added.is_empty() {
+            let segment = index.inner.write_staged(&self.added)?;
+            segment.list(&txn)?;
+            Some(segment)
+        } else {
+            None
+        };
+        let bulk_segment = staged.is_some();
         let pending = {
             let mut guard = index.inner.state.write().unwrap_or_else(|p| p.into_inner());
+            let staged = staged.map(maintenance::StagedSegment::committing);
             txn.commit().map_err(redb_err("committing"))?;
             // The published state is usually held by nobody else (no
             // searcher of it lives): then its maps are taken and extended in
             // place, and a commit costs its own documents, not the whole
             // delta. A searcher that holds it keeps it; the maps are copied.
-            let State { segments, delta, delta_index, deleted, ranks, segment_masks, .. } =
+            let State { mut segments, delta, delta_index, deleted, mut ranks, mut segment_masks, .. } =
                 match Arc::try_unwrap(std::mem::take(&mut *guard)) {
                     Ok(state) => state,
                     Err(shared) => State {
@@ -1153,13 +1197,20 @@ impl Writer<'_> {
                 delta.remove(id);
             }
             let added = std::mem::take(&mut self.added);
-            delta_index.write().unwrap_or_else(|p| p.into_inner()).queue(&added);
-            if let Some(fingerprints) = lock(&index.inner.delta_fingerprints).as_mut() {
-                for (&id, doc) in &added {
-                    fingerprints.add(id, doc.fingerprint);
+            if let Some((id, loaded)) = staged {
+                // The estimates and masks of the old segment list go.
+                segments.insert(id, loaded);
+                ranks = Arc::default();
+                segment_masks = Arc::default();
+            } else {
+                delta_index.write().unwrap_or_else(|p| p.into_inner()).queue(&added);
+                if let Some(fingerprints) = lock(&index.inner.delta_fingerprints).as_mut() {
+                    for (&id, doc) in &added {
+                        fingerprints.add(id, doc.fingerprint);
+                    }
                 }
+                delta.extend(added);
             }
-            delta.extend(added);
             let deleted = if self.newly_deleted.is_empty() {
                 deleted
             } else {
@@ -1179,6 +1230,17 @@ impl Writer<'_> {
             });
             pending
         };
+        if bulk_segment && pending < index.inner.options.flush_threshold {
+            // The new segment may fill a tier: merges, as after a flush.
+            match &index.worker {
+                Some(worker) => worker.request(),
+                None => {
+                    let merged = index.inner.merge_by_policy(maintenance::WriterLock::Held);
+                    maintenance::record_outcome(&index.inner.maintenance_error, merged);
+                }
+            }
+            return Ok(pending);
+        }
         if pending >= index.inner.options.flush_threshold {
             if let Some(worker) = &index.worker {
                 worker.request();
@@ -1229,6 +1291,8 @@ impl<'t> InsertTables<'t> {
 /// What an insert changes in its writer besides the catalog (the fields
 /// are borrowed apart from the transaction the tables borrow).
 struct Staging<'w> {
+    /// Whether the writer is a bulk writer (no pending record).
+    bulk: bool,
     signer: &'w Signer,
     next_doc_id: &'w mut u64,
     added: &'w mut BTreeMap<u64, Arc<DeltaDoc>>,
@@ -1331,7 +1395,9 @@ impl Staging<'_> {
         tables.keys.insert(key, id).map_err(redb_err("writing keys"))?;
         tables.docs.insert(id, record.encode().as_slice()).map_err(redb_err("writing docs"))?;
         let pending = PendingRecord { vector, band_keys, fingerprint: Some(fingerprint) };
-        tables.pending.insert(id, pending.encode().as_slice()).map_err(redb_err("writing pending"))?;
+        if !self.bulk {
+            tables.pending.insert(id, pending.encode().as_slice()).map_err(redb_err("writing pending"))?;
+        }
         let doc = DeltaDoc { vector: pending.vector, band_keys: pending.band_keys, fingerprint };
         self.added.insert(id, Arc::new(doc));
         Ok(InsertOutcome { id, exact_duplicate_of })

@@ -61,6 +61,8 @@ pub enum Step {
     Delete(u8),
     /// Commit the staged batch.
     Commit,
+    /// Commit the staged batch through a bulk writer (its own segment).
+    BulkCommit,
     /// Drop the staged batch.
     Abort,
     /// Flush pending documents to a segment.
@@ -89,7 +91,9 @@ pub fn reference_steps() -> Vec<Step> {
             steps.push(Step::Abort);
             steps.push(Step::Insert(99, 1));
         }
-        steps.push(Step::Commit);
+        // Two batches go through a bulk writer: one with a replace and a
+        // delete of pending and segment documents, one before the merge.
+        steps.push(if b == 3 || b == 6 { Step::BulkCommit } else { Step::Commit });
         match b {
             3 => steps.push(Step::Flush),
             5 => steps.push(Step::Reopen),
@@ -170,9 +174,9 @@ fn run_inner(storage: &Arc<dyn Storage>, how: Start, steps: &[Step], out: &mut O
                 drop(w);
                 staged.clear();
             }
-            Step::Commit => {
+            Step::Commit | Step::BulkCommit => {
                 let mut next = out.acked.clone();
-                let mut w = index.writer()?;
+                let mut w = if step == Step::BulkCommit { index.bulk_writer()? } else { index.writer()? };
                 apply(&mut w, &staged, &mut next)?;
                 staged.clear();
                 out.in_flight = Some(next.clone());
