@@ -5,7 +5,8 @@
 //! ```text
 //! neardex-compare gen N DIR                 pages.bin + text.txt for pages 0..N
 //! neardex-compare neardex DIR SCHEME        durable ingest, queries, all pairs (SCHEME: shingles|spotsigs);
-//!                                           with COMPARE_OPTIMIZE=1 then optimize, queries and all pairs again
+//!                                           with COMPARE_OPTIMIZE=1 then optimize, queries and all pairs again;
+//!                                           with COMPARE_BULK=N commits of N through a bulk writer
 //! neardex-compare requery DIR SCHEME        queries and all pairs again on the index `neardex` left
 //!                                           (NO_QUERIES=1: the self-join alone, for its memory)
 //! neardex-compare prefix DIR SCHEME         prefix-filter join on neardex's signatures
@@ -706,26 +707,46 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     let (mut vector_bytes, mut key_bytes) = (0u64, 0u64);
     // Where the committing thread's time goes (stderr).
     let (mut t_writer, mut t_insert, mut t_commit, mut t_wait) = (0.0, 0.0, 0.0, 0.0);
+    // COMPARE_BULK=N: commits of N documents through a bulk writer (each
+    // commit writes its own segment) instead of 1,000 through the writer.
+    let bulk: Option<usize> = std::env::var("COMPARE_BULK").ok().map(|v| v.parse().expect("COMPARE_BULK=N"));
+    // The open writer and the documents it staged.
+    let mut open: Option<(neardex::store::Writer<'_>, usize)> = None;
     let mut last = Instant::now();
     sign_all(&input, scheme, &signer, |chunk| {
         t_wait += last.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        let mut writer = index.writer().unwrap();
+        let (mut writer, mut staged) = match open.take() {
+            Some(open) => open,
+            None if bulk.is_some() => (index.bulk_writer().unwrap(), 0),
+            None => (index.writer().unwrap(), 0),
+        };
         t_writer += t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
         for (i, signature) in &chunk {
             key_bytes += i.to_string().len() as u64;
             vector_bytes += signature.vector.distinct() * 12;
         }
+        staged += chunk.len();
         let batch =
             chunk.iter().map(|(i, signature)| (i.to_string(), Document::Signatures(signature), Metadata::default()));
         writer.insert_batch(batch).unwrap();
         t_insert += t0.elapsed().as_secs_f64();
+        // Without COMPARE_BULK, a commit per chunk of 1,000.
+        if staged >= bulk.unwrap_or(0) {
+            let t0 = Instant::now();
+            writer.commit().unwrap();
+            t_commit += t0.elapsed().as_secs_f64();
+        } else {
+            open = Some((writer, staged));
+        }
+        last = Instant::now();
+    });
+    if let Some((writer, _)) = open.take() {
         let t0 = Instant::now();
         writer.commit().unwrap();
         t_commit += t0.elapsed().as_secs_f64();
-        last = Instant::now();
-    });
+    }
     eprintln!(
         "ingest phases: {t_writer:.2} s opening writers (waiting for installs), {t_insert:.2} s inserting, \
          {t_commit:.2} s committing, {t_wait:.2} s waiting for signatures"
