@@ -10,6 +10,9 @@
 //!   reaches [`IndexOptions::flush_threshold`] documents it is written to a
 //!   new segment (temporary name, fsync, rename, directory fsync, then one
 //!   redb transaction that records the segment and drops the pending copies).
+//! - [`Index::bulk_writer`] returns a [`Writer`] for loads of many documents
+//!   at once: its commit writes them straight to a segment of their own,
+//!   listed in the commit's own transaction, and never to `pending`.
 //! - [`Index::searcher`] returns a [`Searcher`]: a snapshot (a redb read
 //!   transaction plus `Arc`s of the segment list, delta and deletions) that
 //!   later commits and flushes do not change.

@@ -48,7 +48,7 @@ fn decode_as<'a>(bytes: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
     text
 }
 
-/// Finds `charset=LABEL` in the first [`PRESCAN_BYTES`] bytes and resolves the
+/// Finds `charset=LABEL` in the first 1,024 bytes (`PRESCAN_BYTES`) and resolves the
 /// label with the WHATWG label table.
 pub fn sniff_meta_charset(bytes: &[u8]) -> Option<&'static Encoding> {
     let head = &bytes[..bytes.len().min(PRESCAN_BYTES)];
