@@ -188,9 +188,7 @@ impl Inner {
         let everything = gone.is_empty() && current.delta.len() == written.len();
         let txn = self.catalog.begin_write()?;
         {
-            let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
-            manifest.insert(segment_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
-            drop(manifest);
+            list_segment(&txn, segment_id, &record)?;
             if everything {
                 // Every pending document was written: the whole table goes.
                 txn.delete_table(PENDING).map_err(redb_err("clearing pending"))?;
@@ -222,7 +220,6 @@ impl Inner {
                     deleted.insert(id, segment_id).map_err(redb_err("writing deleted"))?;
                 }
             }
-            advance_next_segment_id(&txn, segment_id)?;
         }
         let loaded = Arc::new(open_written_segment(&*self.storage, segment_id)?);
         let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
@@ -451,11 +448,14 @@ impl Inner {
         let txn = self.catalog.begin_write()?;
         let (loaded, unlisted) = match written {
             Some((record, loaded, unlisted)) => {
-                let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
-                manifest.insert(new_id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
+                list_segment(&txn, new_id, &record)?;
                 (Some(loaded), Some(unlisted))
             }
-            None => (None, None),
+            // Nothing was live: the id is taken all the same.
+            None => {
+                advance_next_segment_id(&txn, new_id)?;
+                (None, None)
+            }
         };
         {
             let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
@@ -469,7 +469,6 @@ impl Inner {
             for &id in &late {
                 deleted.insert(id, new_id).map_err(redb_err("writing deleted"))?;
             }
-            advance_next_segment_id(&txn, new_id)?;
         }
         {
             let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
@@ -521,10 +520,7 @@ impl StagedSegment<'_> {
     /// Step 4 of the flush protocol, in the writer's transaction: the
     /// manifest record and the next segment id.
     pub(super) fn list(&self, txn: &redb::WriteTransaction) -> Result<(), IndexError> {
-        let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
-        manifest.insert(self.id, self.record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
-        drop(manifest);
-        advance_next_segment_id(txn, self.id)
+        list_segment(txn, self.id, &self.record)
     }
 
     /// The transaction that lists it is about to commit: the file stays
@@ -561,6 +557,16 @@ impl Drop for Unlisted<'_> {
             let _ = self.storage.remove(&name);
         }
     }
+}
+
+/// Lists segment `id` in `txn` (step 4 of the flush protocol, shared by
+/// flushes, merges and bulk commits): its manifest record, and
+/// `next_segment_id` advanced past it.
+fn list_segment(txn: &redb::WriteTransaction, id: u64, record: &SegmentRecord) -> Result<(), IndexError> {
+    let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
+    manifest.insert(id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
+    drop(manifest);
+    advance_next_segment_id(txn, id)
 }
 
 /// Records in `txn` that segment `id` is taken: `next_segment_id` becomes

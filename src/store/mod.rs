@@ -1199,13 +1199,15 @@ impl Writer<'_> {
             for id in &self.removed_pending {
                 delta.remove(id);
             }
-            let added = std::mem::take(&mut self.added);
             if let Some((id, loaded)) = staged {
                 // The estimates and masks of the old segment list go.
                 segments.insert(id, loaded);
                 ranks = Arc::default();
                 segment_masks = Arc::default();
             } else {
+                // (A bulk writer's documents are freed with it, after the
+                // lock: the segment holds them now.)
+                let added = std::mem::take(&mut self.added);
                 delta_index.write().unwrap_or_else(|p| p.into_inner()).queue(&added);
                 if let Some(fingerprints) = lock(&index.inner.delta_fingerprints).as_mut() {
                     for (&id, doc) in &added {
