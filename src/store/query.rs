@@ -113,7 +113,9 @@ impl Ranks {
     /// no other document holds are left out of the order and their
     /// summed weight is returned: they count as processed from the start
     /// everywhere, with no look-up. A listed signature has a long list
-    /// somewhere, so it is never alone.
+    /// somewhere, so it is never alone. Once that weight alone makes
+    /// `enough`, the order is empty and the weight returned may be only
+    /// part of it (enough already).
     fn order(
         &self,
         query: &SignatureVector,
@@ -125,19 +127,33 @@ impl Ranks {
             return (self.rank(weights(query, measure), 0, enough), 0);
         };
         // The signatures held by no other document come first, whatever
-        // their hash. The filter's words are all read first, in a loop with
-        // nothing else in it, so that their cache misses overlap; then
-        // tested with no branch on the outcome.
+        // their hash. The filter is read a block of signatures at a time:
+        // the block's words first, in a loop with nothing else in it, so
+        // that their cache misses overlap; then tested with no branch on
+        // the outcome. Once the weight held by none makes `enough`, the
+        // order is empty whatever the rest holds (every source's δ1 break
+        // is certain before its first list), so the rest is never read:
+        // most probes, those with no near-duplicate, stop after a block.
+        const BLOCK: usize = 16;
         let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
-        let words: Vec<u64> = signatures.iter().map(|&(hash, _)| shared.filter.load(hash)).collect();
         let mut held_by_none = 0;
         let mut kept = 0;
-        for i in 0..signatures.len() {
-            let (hash, weight) = signatures[i];
-            let may = KeyFilter::admits(words[i], hash);
-            held_by_none += if may { 0 } else { weight };
-            signatures[kept] = (hash, weight);
-            kept += usize::from(may);
+        for start in (0..signatures.len()).step_by(BLOCK) {
+            let end = signatures.len().min(start + BLOCK);
+            let mut words = [0u64; BLOCK];
+            for (word, &(hash, _)) in words.iter_mut().zip(&signatures[start..end]) {
+                *word = shared.filter.load(hash);
+            }
+            for (i, &word) in (start..end).zip(&words) {
+                let (hash, weight) = signatures[i];
+                let may = KeyFilter::admits(word, hash);
+                held_by_none += if may { 0 } else { weight };
+                signatures[kept] = (hash, weight);
+                kept += usize::from(may);
+            }
+            if enough(held_by_none) {
+                return (Vec::new(), held_by_none);
+            }
         }
         signatures.truncate(kept);
         (self.rank(signatures, held_by_none, enough), held_by_none)
@@ -749,7 +765,15 @@ impl Searcher {
         let (order, alone) = if pruning == Pruning::Full && !self.state.segments.is_empty() {
             let ranks = self.state.ranks.get_or_init(|| Ranks::build(self.state.segments.values().map(|l| &l.segment)));
             let stop = break_weight(measure, window, len_q, sink.tau);
-            ranks.order(query, measure, shared.filter(|_| after.is_some()), |visited| visited >= stop)
+            let (order, alone) =
+                ranks.order(query, measure, shared.filter(|_| after.is_some()), |visited| visited >= stop);
+            if order.is_empty() && alone >= stop {
+                // The δ1 break is certain everywhere before any list: no
+                // document can meet τ (for most self-join probes).
+                stats.lists_skipped = query.distinct() * (self.state.segments.len() as u64);
+                return Ok(stats);
+            }
+            (order, alone)
         } else {
             (weights(query, measure).collect(), 0)
         };
