@@ -225,6 +225,54 @@ fn many_documents_keep_their_order_keys_and_problems() {
 }
 
 #[test]
+fn a_bulk_add_writes_segments_and_finds_what_a_plain_add_finds() {
+    // The same 1,500 documents added through the writer (pending, 1,000 a
+    // commit) and with --bulk in commits of 400 (a segment each): the same
+    // pairs, duplicate keys and replacements handled alike.
+    let (dir, plain) = index_dir();
+    let bulk = dir.path().join("bulk.ndx").to_str().unwrap().to_owned();
+    let (plain, bulk) = (plain.as_str(), bulk.as_str());
+    let mut lines = String::new();
+    for i in 0..1_500u32 {
+        lines.push_str(&format!("{{\"id\": \"k{i}\", \"text\": \"w{i} x{} y{}\"}}\n", i / 2, i / 3));
+    }
+    let jsonl = dir.path().join("docs.jsonl");
+    std::fs::write(&jsonl, lines).unwrap();
+    let jsonl = jsonl.to_str().unwrap();
+    for idx in [plain, bulk] {
+        ok(&["create", idx, "--scheme", "words:1", "--similarity", "set"]);
+    }
+    ok(&["add", plain, jsonl]);
+    let added = ok(&["add", bulk, "--bulk", "--batch", "400", jsonl]);
+    assert_eq!(added[0]["added"].as_u64(), Some(1_500));
+    let plain_stats = ok(&["stats", plain]);
+    let bulk_stats = ok(&["stats", bulk]);
+    assert_eq!((plain_stats[0]["pending"].as_u64(), plain_stats[0]["segments"].as_u64()), (Some(1_500), Some(0)));
+    assert_eq!(bulk_stats[0]["pending"].as_u64(), Some(0));
+    assert!(bulk_stats[0]["segments"].as_u64().unwrap() >= 1, "{bulk_stats:?}");
+    assert_eq!(bulk_stats[0]["documents"].as_u64(), Some(1_500));
+    let pairs = |idx: &str| {
+        let output = neardex(&["pairs", idx, "--threshold", "0.5"]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let mut lines: Vec<String> = String::from_utf8(output.stdout).unwrap().lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    let expected = pairs(plain);
+    assert!(expected.len() > 100, "{}", expected.len());
+    assert_eq!(pairs(bulk), expected);
+    // Keys already stored are skipped, and replaced with --replace.
+    let again = ok(&["add", bulk, "--bulk", jsonl]);
+    assert_eq!((again[0]["added"].as_u64(), again[0]["skipped"].as_u64()), (Some(0), Some(1_500)));
+    let replaced = ok(&["add", bulk, "--bulk", "--replace", jsonl]);
+    assert_eq!(replaced[0]["added"].as_u64(), Some(1_500));
+    assert_eq!(ok(&["stats", bulk])[0]["documents"].as_u64(), Some(1_500));
+    assert_eq!(pairs(bulk), expected);
+    ok(&["verify", bulk]);
+    fails(&["add", bulk, "--batch", "0", jsonl], 2, "--batch");
+}
+
+#[test]
 fn bad_input_gives_one_clear_line_and_the_right_exit_code() {
     let (dir, idx) = index_dir();
     let idx = idx.as_str();

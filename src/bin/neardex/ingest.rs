@@ -9,8 +9,10 @@ use std::time::Instant;
 use neardex::store::{Document, Index, IndexError, Metadata, Writer};
 use neardex::{DocumentSignature, Signer};
 
-/// Documents per durable commit.
-const BATCH: usize = 1_000;
+/// Documents per durable commit, by default: through the writer, and
+/// through a bulk writer (`--bulk`), whose every commit writes a segment.
+pub const BATCH: usize = 1_000;
+pub const BULK_BATCH: usize = 50_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -26,6 +28,10 @@ pub struct AddOptions {
     pub key_field: String,
     pub text_field: String,
     pub replace: bool,
+    /// Commit through [`Index::bulk_writer`].
+    pub bulk: bool,
+    /// Documents per commit.
+    pub batch: usize,
 }
 
 #[derive(Default)]
@@ -40,6 +46,8 @@ struct Batch<'a> {
     writer: Option<Writer<'a>>,
     staged: usize,
     replace: bool,
+    bulk: bool,
+    size: usize,
 }
 
 impl<'a> Batch<'a> {
@@ -55,7 +63,8 @@ impl<'a> Batch<'a> {
             return Ok(());
         }
         if self.writer.is_none() {
-            self.writer = Some(self.index.writer().map_err(|e| e.to_string())?);
+            let writer = if self.bulk { self.index.bulk_writer() } else { self.index.writer() };
+            self.writer = Some(writer.map_err(|e| e.to_string())?);
         }
         let writer = self.writer.as_mut().ok_or("no writer")?;
         let document = Document::Signatures(signature);
@@ -72,7 +81,7 @@ impl<'a> Batch<'a> {
             Err(e) => return Err(e.to_string()),
         }
         self.staged += 1;
-        if self.staged >= BATCH {
+        if self.staged >= self.size {
             self.commit()?;
         }
         Ok(())
@@ -123,7 +132,7 @@ pub fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
 
 pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Summary, String> {
     let started = Instant::now();
-    let mut pipeline = Pipeline::new(index, options.replace);
+    let mut pipeline = Pipeline::new(index, options);
     let mut all_files = Vec::new();
     for path in paths {
         if path.as_os_str() != "-" {
@@ -234,7 +243,7 @@ const TURN_BYTES: usize = 16 << 20;
 /// Reading, signing and inserting overlapped: each turn signs the items
 /// read since the last one on every core while this thread inserts the
 /// items the last turn signed, in input order, committing every
-/// [`BATCH`] documents.
+/// `AddOptions::batch` documents.
 struct Pipeline<'a> {
     signer: Signer,
     inserter: Inserter<'a>,
@@ -252,11 +261,18 @@ struct Inserter<'a> {
 }
 
 impl<'a> Pipeline<'a> {
-    fn new(index: &'a Index, replace: bool) -> Self {
+    fn new(index: &'a Index, options: &AddOptions) -> Self {
         Pipeline {
             signer: index.signer().clone(),
             inserter: Inserter {
-                batch: Batch { index, writer: None, staged: 0, replace },
+                batch: Batch {
+                    index,
+                    writer: None,
+                    staged: 0,
+                    replace: options.replace,
+                    bulk: options.bulk,
+                    size: options.batch.max(1),
+                },
                 summary: Summary::default(),
                 seen: HashMap::new(),
             },

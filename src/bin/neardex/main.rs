@@ -115,6 +115,14 @@ enum Command {
         /// Replace documents whose key is already stored.
         #[arg(long)]
         replace: bool,
+        /// Load in bulk: each commit writes its documents straight to a
+        /// segment of their own instead of the catalog's pending table
+        /// (faster for large loads; use batches of thousands).
+        #[arg(long)]
+        bulk: bool,
+        /// Documents per durable commit [default: 1000, with --bulk 50000].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        batch: Option<u64>,
     },
     /// Query with documents (files or -) or a stored key: one line per query.
     ///
@@ -377,9 +385,14 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             out.emit(created)?;
         }
-        Command::Add { index, paths, input_format, key_field, text_field, replace } => {
+        Command::Add { index, paths, input_format, key_field, text_field, replace, bulk, batch } => {
             let index = open(&index)?;
-            let options = ingest::AddOptions { format: input_format, key_field, text_field, replace };
+            let batch = match batch {
+                Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+                None if bulk => ingest::BULK_BATCH,
+                None => ingest::BATCH,
+            };
+            let options = ingest::AddOptions { format: input_format, key_field, text_field, replace, bulk, batch };
             let summary = ingest::add(&index, &paths, &options)?;
             for reason in &summary.skipped {
                 eprintln!("neardex: skipped {reason}");
@@ -605,6 +618,9 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
         key_field: "id".into(),
         text_field: "text".into(),
         replace: false,
+        // One load of an archive: straight to a segment.
+        bulk: true,
+        batch: ingest::BULK_BATCH,
     };
     let summary = ingest::add(&index, &[jsonl], &options)?;
     let indexed = started.elapsed();
