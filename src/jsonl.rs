@@ -32,13 +32,43 @@ pub fn read_jsonl<'a>(
     key_field: &'a str,
     text_field: &'a str,
 ) -> impl Iterator<Item = Result<JsonlRecord, JsonlProblem>> + 'a {
-    // One line at a time, so that reading a file never holds a second copy
-    // of it (a line break is never inside a UTF-8 sequence, so decoding
-    // each line is decoding the whole).
-    bytes.split(|&b| b == b'\n').enumerate().filter_map(move |(n, raw)| {
-        let body = String::from_utf8_lossy(raw);
+    // Reading a slice never fails.
+    read_jsonl_from(bytes, key_field, text_field).map_while(Result::ok)
+}
+
+/// [`read_jsonl`] from any buffered reader, one line at a time: a file of
+/// many gigabytes reads in the memory of its longest line. An error of
+/// the reader ends the iteration with that error.
+pub fn read_jsonl_from<'a>(
+    mut reader: impl std::io::BufRead + 'a,
+    key_field: &'a str,
+    text_field: &'a str,
+) -> impl Iterator<Item = std::io::Result<Result<JsonlRecord, JsonlProblem>>> + 'a {
+    // A line break is never inside a UTF-8 sequence, so decoding each line
+    // is decoding the whole.
+    let mut raw = Vec::new();
+    let mut line = 0;
+    let mut failed = false;
+    std::iter::from_fn(move || loop {
+        raw.clear();
+        if failed {
+            return None;
+        }
+        match reader.read_until(b'\n', &mut raw) {
+            Ok(0) => return None,
+            Ok(_) => {}
+            // (`read_until` retries interrupted reads itself.)
+            Err(e) => {
+                failed = true;
+                return Some(Err(e));
+            }
+        }
+        line += 1;
+        let body = String::from_utf8_lossy(raw.strip_suffix(b"\n").unwrap_or(&raw));
         let body = body.strip_suffix('\r').unwrap_or(&body);
-        (!body.trim().is_empty()).then(|| parse_line(n + 1, body, key_field, text_field))
+        if !body.trim().is_empty() {
+            return Some(Ok(parse_line(line, body, key_field, text_field)));
+        }
     })
 }
 
@@ -76,5 +106,28 @@ mod tests {
             .map(|(n, l)| parse_line(n + 1, l, "id", "text"))
             .collect();
         assert_eq!(format!("{records:?}"), format!("{reference:?}"));
+        // Through a reader whose buffer holds three bytes: lines longer
+        // than it read whole.
+        let streamed: Vec<_> =
+            read_jsonl_from(std::io::BufReader::with_capacity(3, data), "id", "text").map(Result::unwrap).collect();
+        assert_eq!(streamed, records);
+    }
+
+    #[test]
+    fn a_reader_error_ends_the_records_with_it() {
+        struct Failing(usize);
+        impl std::io::Read for Failing {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(std::io::Error::other("disk gone"));
+                }
+                self.0 -= 1;
+                out[..1].copy_from_slice(if self.0 == 0 { b"\n" } else { b" " });
+                Ok(1)
+            }
+        }
+        let items: Vec<_> = read_jsonl_from(std::io::BufReader::new(Failing(3)), "id", "text").collect();
+        assert_eq!(items.len(), 1);
+        assert!(items[0].as_ref().is_err_and(|e| e.to_string() == "disk gone"));
     }
 }

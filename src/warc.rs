@@ -39,88 +39,259 @@ pub struct WarcProblem {
 }
 
 /// Decompresses (when the data is gzip) and splits a WARC file into
-/// records. A gzip stream that breaks off is reported once and reading
+/// records: [`WarcReader`] over bytes in memory, its records and problems
+/// collected. A gzip stream that breaks off is reported once and reading
 /// stops at the last complete byte.
 pub fn read_warc(data: &[u8]) -> (Vec<WarcRecord>, Vec<WarcProblem>) {
-    let mut problems = Vec::new();
-    let bytes = if data.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        if let Err(e) = flate2::read::MultiGzDecoder::new(data).read_to_end(&mut out) {
-            problems.push(WarcProblem {
-                offset: out.len() as u64,
-                reason: format!("gzip stream broken ({e}); the rest of the file is unreadable"),
-            });
+    let (mut records, mut problems) = (Vec::new(), Vec::new());
+    // Reading a slice fails only as gzip data, which comes back as a problem.
+    for item in WarcReader::new(data).map_while(Result::ok) {
+        match item {
+            WarcItem::Record(record) => records.push(record),
+            WarcItem::Problem(problem) => problems.push(problem),
         }
-        out
-    } else {
-        data.to_vec()
-    };
-    let (records, mut more) = split_records(&bytes);
-    problems.append(&mut more);
+    }
     (records, problems)
 }
 
-fn is_version_line_at(bytes: &[u8], at: usize) -> bool {
-    (at == 0 || bytes[at - 1] == b'\n')
-        && bytes[at..].starts_with(b"WARC/")
-        && bytes[at..].iter().take(16).position(|&b| b == b'\n').is_some_and(|nl| {
-            let line = &bytes[at + 5..at + nl];
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            !line.is_empty() && line.iter().all(|b| b.is_ascii_digit() || *b == b'.')
-        })
+/// What a [`WarcReader`] yields, in stream order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WarcItem {
+    /// A record.
+    Record(WarcRecord),
+    /// A problem; reading goes on after it (after a broken gzip stream,
+    /// with what was decompressed before the break).
+    Problem(WarcProblem),
 }
 
-fn next_version_line(bytes: &[u8], from: usize) -> Option<usize> {
-    let mut at = from;
-    while let Some(i) = memchr::memmem::find(&bytes[at..], b"WARC/") {
-        let pos = at + i;
-        if is_version_line_at(bytes, pos) {
-            return Some(pos);
+/// Reads a WARC file (plain, or gzip: one stream or a stream per record)
+/// one record at a time from any reader, holding only the record being
+/// read: an archive of many gigabytes reads in the memory of its largest
+/// record. Records and problems come back in stream order, exactly those
+/// [`read_warc`] returns for the same bytes.
+///
+/// A record runs from its version line to the next one (or the end);
+/// errors of the underlying reader end the iteration with that error
+/// (damaged gzip data is a problem instead).
+pub struct WarcReader<'r> {
+    input: Box<dyn Read + 'r>,
+    /// The stream from offset `base` on, as far as it has been read.
+    buf: Vec<u8>,
+    base: u64,
+    /// No version line starts in `buf[..scanned]` (the record's own at 0
+    /// aside).
+    scanned: usize,
+    /// Whether `buf` starts at a version line (else the first is sought).
+    started: bool,
+    /// Whether the gzip magic was checked (on the first bytes).
+    sniffed: bool,
+    eof: bool,
+    /// A gzip break, reported after everything read before it.
+    broken: Option<WarcProblem>,
+    /// A record whose warning was returned first.
+    queued: Option<WarcItem>,
+    /// The input failed: the iteration has ended.
+    failed: bool,
+}
+
+impl<'r> WarcReader<'r> {
+    /// A reader of `input`; gzip is recognised by its first two bytes.
+    pub fn new(input: impl Read + 'r) -> WarcReader<'r> {
+        WarcReader {
+            input: Box::new(input),
+            buf: Vec::new(),
+            base: 0,
+            scanned: 0,
+            started: false,
+            sniffed: false,
+            eof: false,
+            broken: None,
+            queued: None,
+            failed: false,
         }
-        at = pos + 1;
     }
-    None
-}
 
-fn split_records(bytes: &[u8]) -> (Vec<WarcRecord>, Vec<WarcProblem>) {
-    let mut records = Vec::new();
-    let mut problems = Vec::new();
-    let mut at = match next_version_line(bytes, 0) {
-        Some(0) => 0,
-        Some(first) => {
-            problems.push(WarcProblem { offset: 0, reason: format!("{first} bytes before the first record skipped") });
-            first
+    /// Reads more of the stream into `buf` (at least as much again as it
+    /// holds, so a long record is read in a few large reads), or sets
+    /// `eof`. A gzip data error ends the stream and is kept for report.
+    fn fill(&mut self) -> std::io::Result<()> {
+        if !self.sniffed {
+            let mut magic = Vec::with_capacity(2);
+            (&mut self.input).take(2).read_to_end(&mut magic)?;
+            self.sniffed = true;
+            let rest = std::mem::replace(&mut self.input, Box::new(std::io::empty()));
+            self.input = if magic == [0x1f, 0x8b] {
+                Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(magic).chain(rest)))
+            } else {
+                Box::new(std::io::Cursor::new(magic).chain(rest))
+            };
         }
-        None => {
-            if !bytes.is_empty() {
-                problems.push(WarcProblem { offset: 0, reason: "no WARC record found".into() });
+        let len = self.buf.len();
+        self.buf.resize(len + len.max(64 << 10), 0);
+        let read = loop {
+            match self.input.read(&mut self.buf[len..]) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other,
             }
-            return (records, problems);
+        };
+        self.buf.truncate(len + *read.as_ref().unwrap_or(&0));
+        match read {
+            Ok(0) => self.eof = true,
+            Ok(_) => {}
+            // Damaged or cut gzip data (a plain stream never reports these
+            // kinds of its own; the decoder does).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::InvalidInput
+                        | std::io::ErrorKind::InvalidData
+                        | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                self.eof = true;
+                self.broken = Some(WarcProblem {
+                    offset: self.base + len as u64,
+                    reason: format!("gzip stream broken ({e}); the rest of the file is unreadable"),
+                });
+            }
+            Err(e) => return Err(e),
         }
-    };
-    while at < bytes.len() {
-        let next = next_version_line(bytes, at + 1);
-        let end = next.unwrap_or(bytes.len());
-        match parse_record(bytes, at, end) {
-            Ok((record, consumed_to, warning)) => {
-                if let Some(reason) = warning {
-                    problems.push(WarcProblem { offset: at as u64, reason });
+        Ok(())
+    }
+
+    /// The first version line at or after `from` in `buf`: `Ok(None)` when
+    /// there is none and the stream has ended; `Err(())` when more of the
+    /// stream is needed to tell. Positions before `scanned` are not
+    /// searched again.
+    fn version_line(&mut self, from: usize) -> Result<Option<usize>, ()> {
+        let mut at = from.max(self.scanned.min(self.buf.len()));
+        // Position 0 of the buffer is sought only at the stream's start
+        // (offset 0, where a line starts); later searches start at 1.
+        while let Some(i) = memchr::memmem::find(&self.buf[at..], b"WARC/") {
+            let pos = at + i;
+            let line_start = if pos == 0 { self.base == 0 } else { self.buf[pos - 1] == b'\n' };
+            if line_start {
+                match version_line_ends(&self.buf[pos..]) {
+                    Some(true) => return Ok(Some(pos)),
+                    Some(false) => {}
+                    None if self.eof => {}
+                    None => {
+                        self.scanned = pos;
+                        return Err(());
+                    }
                 }
-                records.push(record);
-                // A correct Content-Length ends exactly at the next record.
-                at = match next {
-                    Some(n) if consumed_to <= n => n,
-                    Some(_) => next_version_line(bytes, consumed_to).unwrap_or(bytes.len()),
-                    None => bytes.len(),
-                };
             }
-            Err(reason) => {
-                problems.push(WarcProblem { offset: at as u64, reason });
-                at = end;
+            at = pos + 1;
+        }
+        if self.eof {
+            return Ok(None);
+        }
+        // A version line may begin in the last bytes and end in the next read.
+        self.scanned = self.buf.len().saturating_sub(16).max(from);
+        Err(())
+    }
+
+    /// Drops the first `n` bytes of `buf`.
+    fn consume(&mut self, n: usize) {
+        self.buf.drain(..n);
+        self.base += n as u64;
+        self.scanned = 1;
+    }
+
+    fn next_item(&mut self) -> std::io::Result<Option<WarcItem>> {
+        loop {
+            if let Some(item) = self.queued.take() {
+                return Ok(Some(item));
             }
+            if !self.started {
+                match self.version_line(0) {
+                    Err(()) => {
+                        // Bytes before the first record need not be held:
+                        // keep from the last one checked (the byte before
+                        // the search goes on) and read on.
+                        let drop = self.scanned.saturating_sub(1);
+                        self.buf.drain(..drop);
+                        self.base += drop as u64;
+                        self.scanned -= drop;
+                        self.fill()?;
+                    }
+                    Ok(first) => {
+                        self.started = true;
+                        let first = first.unwrap_or(self.buf.len());
+                        let skipped = self.base + first as u64;
+                        let found = first < self.buf.len();
+                        self.consume(first);
+                        if skipped > 0 {
+                            let reason = if found {
+                                format!("{skipped} bytes before the first record skipped")
+                            } else {
+                                "no WARC record found".to_owned()
+                            };
+                            return Ok(Some(WarcItem::Problem(WarcProblem { offset: 0, reason })));
+                        }
+                    }
+                }
+                continue;
+            }
+            if self.buf.is_empty() {
+                if self.eof {
+                    return Ok(self.broken.take().map(WarcItem::Problem));
+                }
+                self.fill()?;
+                continue;
+            }
+            let Ok(next) = self.version_line(1) else {
+                self.fill()?;
+                continue;
+            };
+            let end = next.unwrap_or(self.buf.len());
+            let at = self.base;
+            let item = match parse_record(&self.buf, 0, end) {
+                Ok((mut record, _, warning)) => {
+                    record.offset = at;
+                    match warning {
+                        // The warning first, then its record.
+                        Some(reason) => {
+                            self.queued = Some(WarcItem::Record(record));
+                            WarcItem::Problem(WarcProblem { offset: at, reason })
+                        }
+                        None => WarcItem::Record(record),
+                    }
+                }
+                Err(reason) => WarcItem::Problem(WarcProblem { offset: at, reason }),
+            };
+            self.consume(end);
+            return Ok(Some(item));
         }
     }
-    (records, problems)
+}
+
+impl Iterator for WarcReader<'_> {
+    type Item = std::io::Result<WarcItem>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = self.next_item();
+        self.failed = item.is_err();
+        item.transpose()
+    }
+}
+
+/// Whether the bytes at a `WARC/` are a version line (`WARC/` and digits
+/// and dots, ended by a line break within 16 bytes); `None` when they end
+/// before that can be told.
+fn version_line_ends(bytes: &[u8]) -> Option<bool> {
+    match bytes.iter().take(16).position(|&b| b == b'\n') {
+        Some(nl) => {
+            let line = &bytes[5..nl];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            Some(!line.is_empty() && line.iter().all(|b| b.is_ascii_digit() || *b == b'.'))
+        }
+        None if bytes.len() >= 16 => Some(false),
+        None => None,
+    }
 }
 
 /// Parses the record at `start`; `limit` is where the next version line
@@ -235,6 +406,211 @@ mod tests {
             "WARC/1.0\r\nWARC-Type: {kind}\r\nWARC-Record-ID: <urn:x>\r\nContent-Length: {}\r\n\r\n{body}\r\n\r\n",
             body.len()
         )
+    }
+
+    use proptest::prelude::*;
+
+    /// The whole-buffer splitter [`WarcReader`] replaced: the reference
+    /// its records and problems are checked against.
+    mod whole {
+        use super::super::{parse_record, WarcProblem, WarcRecord};
+
+        fn is_version_line_at(bytes: &[u8], at: usize) -> bool {
+            (at == 0 || bytes[at - 1] == b'\n')
+                && bytes[at..].starts_with(b"WARC/")
+                && bytes[at..].iter().take(16).position(|&b| b == b'\n').is_some_and(|nl| {
+                    let line = &bytes[at + 5..at + nl];
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    !line.is_empty() && line.iter().all(|b| b.is_ascii_digit() || *b == b'.')
+                })
+        }
+
+        fn next_version_line(bytes: &[u8], from: usize) -> Option<usize> {
+            let mut at = from;
+            while let Some(i) = memchr::memmem::find(&bytes[at..], b"WARC/") {
+                let pos = at + i;
+                if is_version_line_at(bytes, pos) {
+                    return Some(pos);
+                }
+                at = pos + 1;
+            }
+            None
+        }
+
+        pub fn split_records(bytes: &[u8]) -> (Vec<WarcRecord>, Vec<WarcProblem>) {
+            let mut records = Vec::new();
+            let mut problems = Vec::new();
+            let mut at = match next_version_line(bytes, 0) {
+                Some(0) => 0,
+                Some(first) => {
+                    problems.push(WarcProblem {
+                        offset: 0,
+                        reason: format!("{first} bytes before the first record skipped"),
+                    });
+                    first
+                }
+                None => {
+                    if !bytes.is_empty() {
+                        problems.push(WarcProblem { offset: 0, reason: "no WARC record found".into() });
+                    }
+                    return (records, problems);
+                }
+            };
+            while at < bytes.len() {
+                let next = next_version_line(bytes, at + 1);
+                let end = next.unwrap_or(bytes.len());
+                match parse_record(bytes, at, end) {
+                    Ok((record, consumed_to, warning)) => {
+                        if let Some(reason) = warning {
+                            problems.push(WarcProblem { offset: at as u64, reason });
+                        }
+                        records.push(record);
+                        // A correct Content-Length ends exactly at the next record.
+                        at = match next {
+                            Some(n) if consumed_to <= n => n,
+                            Some(_) => next_version_line(bytes, consumed_to).unwrap_or(bytes.len()),
+                            None => bytes.len(),
+                        };
+                    }
+                    Err(reason) => {
+                        problems.push(WarcProblem { offset: at as u64, reason });
+                        at = end;
+                    }
+                }
+            }
+            (records, problems)
+        }
+    }
+
+    /// A reader that hands out at most `sizes[i]` bytes on its i-th read
+    /// (cycling): the record boundaries fall anywhere in its reads.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        sizes: Vec<usize>,
+        n: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let size = self.sizes[self.n % self.sizes.len()].min(out.len()).min(self.data.len());
+            self.n += 1;
+            out[..size].copy_from_slice(&self.data[..size]);
+            self.data = &self.data[size..];
+            Ok(size)
+        }
+    }
+
+    fn streamed(data: &[u8], sizes: Vec<usize>) -> Vec<WarcItem> {
+        WarcReader::new(Trickle { data, sizes, n: 0 }).collect::<std::io::Result<_>>().unwrap()
+    }
+
+    fn split(items: &[WarcItem]) -> (Vec<WarcRecord>, Vec<WarcProblem>) {
+        let (mut records, mut problems) = (Vec::new(), Vec::new());
+        for item in items {
+            match item {
+                WarcItem::Record(r) => records.push(r.clone()),
+                WarcItem::Problem(p) => problems.push(p.clone()),
+            }
+        }
+        (records, problems)
+    }
+
+    /// Pieces of WARC-like files: good records, damaged ones, version lines
+    /// inside blocks and in odd places, junk.
+    fn arb_piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z <>]{0,40}".prop_map(|body| record("response", &body)),
+            "[a-z]{0,10}".prop_map(|body| record("revisit", &body)),
+            "[a-z ]{0,30}"
+                .prop_map(|b| format!("WARC/1.0\nWARC-Type: resource\nContent-Length: {}\n\n{b}\n\n", b.len())),
+            (0usize..60, "[a-z]{0,20}")
+                .prop_map(|(n, b)| format!("WARC/1.1\r\nWARC-Type: metadata\r\nContent-Length: {n}\r\n\r\n{b}")),
+            Just("WARC/1.0\r\nWARC-Type: response\r\n\r\nno length\r\n\r\n".to_owned()),
+            Just("WARC/0.18\nbroken header line\n\n".to_owned()),
+            Just("\nWARC/1.0".to_owned()),
+            Just("WARC/1.0\n".to_owned()),
+            Just("WARC/".to_owned()),
+            Just("WARC/12345678901234567890\n".to_owned()),
+            "[a-zA-Z0-9/\r\n .:]{0,30}",
+        ]
+    }
+
+    proptest! {
+        /// Streamed in reads of any sizes, plain or gzip, the records and
+        /// problems are the whole-buffer splitter's, in stream order.
+        #[test]
+        fn the_reader_finds_what_the_whole_buffer_splitter_finds(
+            pieces in prop::collection::vec(arb_piece(), 0..12),
+            sizes in prop::collection::vec(1usize..40, 1..6),
+            gzip in any::<bool>(),
+        ) {
+            let data = pieces.concat().into_bytes();
+            let (records, problems) = whole::split_records(&data);
+            let input = if gzip {
+                let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                std::io::Write::write_all(&mut encoder, &data).unwrap();
+                encoder.finish().unwrap()
+            } else {
+                data.clone()
+            };
+            let items = streamed(&input, sizes);
+            let offsets: Vec<u64> = items
+                .iter()
+                .map(|i| match i {
+                    WarcItem::Record(r) => r.offset,
+                    WarcItem::Problem(p) => p.offset,
+                })
+                .collect();
+            prop_assert!(offsets.windows(2).all(|w| w[0] <= w[1]), "{offsets:?}");
+            prop_assert_eq!(split(&items), (records.clone(), problems.clone()));
+            prop_assert_eq!(read_warc(&input), (records, problems));
+        }
+
+        /// A gzip file cut short: the records before the cut, then the
+        /// break, reported once.
+        #[test]
+        fn a_cut_gzip_file_gives_the_records_before_the_cut(
+            pieces in prop::collection::vec(arb_piece(), 1..12),
+            keep in 0.0f64..1.0,
+            sizes in prop::collection::vec(1usize..400, 1..4),
+        ) {
+            let data = pieces.concat().into_bytes();
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            std::io::Write::write_all(&mut encoder, &data).unwrap();
+            let gz = encoder.finish().unwrap();
+            let cut = &gz[..((gz.len() as f64 * keep) as usize).max(2)];
+            let items = streamed(cut, sizes);
+            let (records, problems) = split(&items);
+            let breaks = problems.iter().filter(|p| p.reason.contains("gzip stream broken")).count();
+            prop_assert_eq!(breaks, 1);
+            prop_assert!(matches!(items.last(), Some(WarcItem::Problem(p)) if p.reason.contains("gzip")));
+            // What came before the break is what the splitter finds in the
+            // bytes decompressed before it.
+            let mut decompressed = Vec::new();
+            let _ = flate2::read::MultiGzDecoder::new(cut).read_to_end(&mut decompressed);
+            let (expected, _) = whole::split_records(&decompressed);
+            prop_assert_eq!(records, expected);
+        }
+    }
+
+    #[test]
+    fn an_input_error_ends_the_records_with_it() {
+        let good = record("response", "HTTP/1.1 200 OK\r\n\r\nhi");
+        let failing = std::io::Cursor::new(format!("{good}{good}")).chain(FailingRead);
+        let items: Vec<_> = WarcReader::new(failing).collect();
+        // The first record is whole before the error; the second is not
+        // known to end until the input says so, which it never does.
+        assert_eq!(items.len(), 2, "{items:?}");
+        assert!(matches!(&items[0], Ok(WarcItem::Record(r)) if r.kind == "response"));
+        assert!(items[1].as_ref().is_err_and(|e| e.to_string() == "disk gone"));
+    }
+
+    struct FailingRead;
+
+    impl Read for FailingRead {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("disk gone"))
+        }
     }
 
     #[test]

@@ -147,10 +147,8 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
             break;
         }
         if path.as_os_str() == "-" {
-            let mut bytes = Vec::new();
-            std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("standard input: {e}"))?;
             let format = if options.format == Format::Auto { Format::Text } else { options.format };
-            read_documents("-", bytes, format, options, &mut pipeline)?;
+            read_documents("-", std::io::stdin().lock(), format, options, &mut pipeline)?;
             continue;
         }
         let mut files = Vec::new();
@@ -159,10 +157,10 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
             if crate::progress::interrupted() {
                 break;
             }
-            let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let (name, read) = (file.to_string_lossy().into_owned(), bytes.len() as u64);
-            read_documents(&name, bytes, detect(&file, options.format), options, &mut pipeline)?;
-            bar.inc(read);
+            let name = file.to_string_lossy().into_owned();
+            let opened = std::fs::File::open(&file).map_err(|e| format!("{name}: {e}"))?;
+            let input = std::io::BufReader::with_capacity(1 << 20, Counted { inner: opened, bar: &bar });
+            read_documents(&name, input, detect(&file, options.format), options, &mut pipeline)?;
         }
     }
     let summary = pipeline.finish()?;
@@ -364,27 +362,55 @@ impl Inserter<'_> {
     }
 }
 
-/// Reads the documents of one input into the pipeline.
+/// A reader that advances the progress bar by the bytes it reads.
+struct Counted<'b, R> {
+    inner: R,
+    bar: &'b indicatif::ProgressBar,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(out)?;
+        self.bar.inc(n as u64);
+        Ok(n)
+    }
+}
+
+/// Reads the documents of one input into the pipeline: a text or HTML
+/// input is one document, read whole; JSON Lines and WARC are read as they
+/// stream in (the memory of one line or record, not of the file).
 fn read_documents(
     name: &str,
-    bytes: Vec<u8>,
+    mut input: impl std::io::BufRead,
     format: Format,
     options: &AddOptions,
     pipeline: &mut Pipeline<'_>,
 ) -> Result<(), String> {
+    let mut whole = || {
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes).map(|_| bytes).map_err(|e| format!("{name}: {e}"))
+    };
     let document = |work| Item { key: name.to_owned(), metadata: Metadata::default(), work };
     match format {
-        Format::Auto | Format::Text => pipeline.push(document(Work::Bytes(bytes)))?,
-        Format::Html => pipeline.push(document(Work::Html(bytes, None)))?,
-        Format::Jsonl => read_jsonl(name, &bytes, options, pipeline)?,
-        Format::Warc => read_warc(name, &bytes, pipeline)?,
+        Format::Auto | Format::Text => pipeline.push(document(Work::Bytes(whole()?)))?,
+        Format::Html => pipeline.push(document(Work::Html(whole()?, None)))?,
+        Format::Jsonl => read_jsonl(name, input, options, pipeline)?,
+        Format::Warc => read_warc(name, input, pipeline)?,
     }
     pipeline.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile })
 }
 
-fn read_jsonl(name: &str, bytes: &[u8], options: &AddOptions, pipeline: &mut Pipeline<'_>) -> Result<(), String> {
-    for record in neardex::jsonl::read_jsonl(bytes, &options.key_field, &options.text_field) {
-        let item = match record {
+fn read_jsonl(
+    name: &str,
+    input: impl std::io::BufRead,
+    options: &AddOptions,
+    pipeline: &mut Pipeline<'_>,
+) -> Result<(), String> {
+    for record in neardex::jsonl::read_jsonl_from(input, &options.key_field, &options.text_field) {
+        if crate::progress::interrupted() {
+            break;
+        }
+        let item = match record.map_err(|e| format!("{name}: {e}"))? {
             Ok(record) => Item {
                 key: record.key,
                 metadata: Metadata { url: record.url, ..Metadata::default() },
@@ -397,12 +423,19 @@ fn read_jsonl(name: &str, bytes: &[u8], options: &AddOptions, pipeline: &mut Pip
     Ok(())
 }
 
-fn read_warc(name: &str, bytes: &[u8], pipeline: &mut Pipeline<'_>) -> Result<(), String> {
-    let (records, problems) = neardex::warc::read_warc(bytes);
-    for p in problems {
-        pipeline.push(Item::skip(format!("{name} at byte {}: {}", p.offset, p.reason)))?;
-    }
-    for record in records {
+fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<'_>) -> Result<(), String> {
+    use neardex::warc::WarcItem;
+    for item in neardex::warc::WarcReader::new(input) {
+        if crate::progress::interrupted() {
+            break;
+        }
+        let record = match item.map_err(|e| format!("{name}: {e}"))? {
+            WarcItem::Record(record) => record,
+            WarcItem::Problem(p) => {
+                pipeline.push(Item::skip(format!("{name} at byte {}: {}", p.offset, p.reason)))?;
+                continue;
+            }
+        };
         let at = format!("{name} at byte {}", record.offset);
         let Some(id) = record.header("WARC-Record-ID").map(str::to_owned) else {
             pipeline.push(Item::skip(format!("{at}: record has no WARC-Record-ID")))?;
