@@ -167,11 +167,35 @@ fn index_over_segment(data: &[u8]) {
 }
 
 /// Arbitrary bytes as a WARC file: records and problems come back, every
-/// record's HTTP block parses or is refused; nothing panics.
+/// record's HTTP block parses or is refused; read a few bytes at a time,
+/// the same records and problems come back; nothing panics.
 #[cfg(feature = "warc")]
 pub fn warc_parse(data: &[u8]) {
-    let (records, _problems) = crate::warc::read_warc(data);
+    let (records, problems) = crate::warc::read_warc(data);
     assert!(records.windows(2).all(|w| w[0].offset < w[1].offset), "records out of order");
+    /// Reads of at most 7 bytes: record boundaries fall inside reads.
+    struct Trickle<'a>(&'a [u8]);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.0.len()).min(7);
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    let (mut streamed_records, mut streamed_problems) = (Vec::new(), Vec::new());
+    for item in crate::warc::WarcReader::new(Trickle(data)) {
+        match item.expect("reading a slice does not fail") {
+            crate::warc::WarcItem::Record(r) => streamed_records.push(r),
+            crate::warc::WarcItem::Problem(p) => streamed_problems.push(p),
+        }
+    }
+    // A damaged gzip stream gives up some bytes early or late depending on
+    // how its input arrives (the decoder's, not the reader's, doing).
+    if !problems.iter().chain(&streamed_problems).any(|p| p.reason.starts_with("gzip stream broken")) {
+        assert_eq!(streamed_records, records, "records differ with short reads");
+        assert_eq!(streamed_problems, problems, "problems differ with short reads");
+    }
     for record in &records {
         if let Some(http) = crate::warc::parse_http_response(&record.block) {
             let _ = http.charset();
