@@ -75,10 +75,13 @@ pub enum WarcItem {
 /// (damaged gzip data is a problem instead).
 pub struct WarcReader<'r> {
     input: Box<dyn Read + 'r>,
-    /// The stream from offset `base` on, as far as it has been read.
+    /// The stream from offset `base` on, as far as it has been read, is
+    /// `buf[start..]`: consumed bytes are dropped once a read, not once a
+    /// record. Positions below are in it.
     buf: Vec<u8>,
+    start: usize,
     base: u64,
-    /// No version line starts in `buf[..scanned]` (the record's own at 0
+    /// No version line starts in `[..scanned]` (the record's own at 0
     /// aside).
     scanned: usize,
     /// Whether `buf` starts at a version line (else the first is sought).
@@ -100,6 +103,7 @@ impl<'r> WarcReader<'r> {
         WarcReader {
             input: Box::new(input),
             buf: Vec::new(),
+            start: 0,
             base: 0,
             scanned: 0,
             started: false,
@@ -126,6 +130,8 @@ impl<'r> WarcReader<'r> {
                 Box::new(std::io::Cursor::new(magic).chain(rest))
             };
         }
+        self.buf.drain(..self.start);
+        self.start = 0;
         let len = self.buf.len();
         self.buf.resize(len + len.max(64 << 10), 0);
         let read = loop {
@@ -164,14 +170,15 @@ impl<'r> WarcReader<'r> {
     /// stream is needed to tell. Positions before `scanned` are not
     /// searched again.
     fn version_line(&mut self, from: usize) -> Result<Option<usize>, ()> {
-        let mut at = from.max(self.scanned.min(self.buf.len()));
+        let buf = &self.buf[self.start..];
+        let mut at = from.max(self.scanned.min(buf.len()));
         // Position 0 of the buffer is sought only at the stream's start
         // (offset 0, where a line starts); later searches start at 1.
-        while let Some(i) = memchr::memmem::find(&self.buf[at..], b"WARC/") {
+        while let Some(i) = memchr::memmem::find(&buf[at..], b"WARC/") {
             let pos = at + i;
-            let line_start = if pos == 0 { self.base == 0 } else { self.buf[pos - 1] == b'\n' };
+            let line_start = if pos == 0 { self.base == 0 } else { buf[pos - 1] == b'\n' };
             if line_start {
-                match version_line_ends(&self.buf[pos..]) {
+                match version_line_ends(&buf[pos..]) {
                     Some(true) => return Ok(Some(pos)),
                     Some(false) => {}
                     None if self.eof => {}
@@ -187,15 +194,20 @@ impl<'r> WarcReader<'r> {
             return Ok(None);
         }
         // A version line may begin in the last bytes and end in the next read.
-        self.scanned = self.buf.len().saturating_sub(16).max(from);
+        self.scanned = buf.len().saturating_sub(16).max(from);
         Err(())
     }
 
-    /// Drops the first `n` bytes of `buf`.
+    /// The bytes read and not yet consumed.
+    fn data(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// Consumes the first `n` bytes of the data.
     fn consume(&mut self, n: usize) {
-        self.buf.drain(..n);
+        self.start += n;
         self.base += n as u64;
-        self.scanned = 1;
+        self.scanned = self.scanned.saturating_sub(n);
     }
 
     fn next_item(&mut self) -> std::io::Result<Option<WarcItem>> {
@@ -209,17 +221,14 @@ impl<'r> WarcReader<'r> {
                         // Bytes before the first record need not be held:
                         // keep from the last one checked (the byte before
                         // the search goes on) and read on.
-                        let drop = self.scanned.saturating_sub(1);
-                        self.buf.drain(..drop);
-                        self.base += drop as u64;
-                        self.scanned -= drop;
+                        self.consume(self.scanned.saturating_sub(1));
                         self.fill()?;
                     }
                     Ok(first) => {
                         self.started = true;
-                        let first = first.unwrap_or(self.buf.len());
+                        let first = first.unwrap_or(self.data().len());
                         let skipped = self.base + first as u64;
-                        let found = first < self.buf.len();
+                        let found = first < self.data().len();
                         self.consume(first);
                         if skipped > 0 {
                             let reason = if found {
@@ -233,7 +242,7 @@ impl<'r> WarcReader<'r> {
                 }
                 continue;
             }
-            if self.buf.is_empty() {
+            if self.data().is_empty() {
                 if self.eof {
                     return Ok(self.broken.take().map(WarcItem::Problem));
                 }
@@ -244,9 +253,9 @@ impl<'r> WarcReader<'r> {
                 self.fill()?;
                 continue;
             };
-            let end = next.unwrap_or(self.buf.len());
+            let end = next.unwrap_or(self.data().len());
             let at = self.base;
-            let item = match parse_record(&self.buf, 0, end) {
+            let item = match parse_record(self.data(), 0, end) {
                 Ok((mut record, _, warning)) => {
                     record.offset = at;
                     match warning {
