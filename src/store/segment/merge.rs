@@ -7,11 +7,15 @@
 //! ordinals of the merged segment. The vector sections are copied document
 //! by document in the new order. The posting and band tables are merged by
 //! key: keys are hash values, spread evenly over `u64`, so the key space is
-//! cut into ranges of about a hundred keys, each source contributes the
-//! (sorted, contiguous) run of its keys in a range, and a small sort per
-//! range puts them in order; a key's lists are then remapped, the deleted
-//! documents' ordinals dropped, and written. Band keys are read from the
-//! band tables, not recomputed from the vectors.
+//! cut into batches of about a million ordinals. In a batch, the lists of
+//! one source after another are remapped (the deleted documents' ordinals
+//! dropped) into an arena, so that the random look-ups into the ordinal
+//! maps go to one source's map at a time, which stays in cache. The batch
+//! is then cut into ranges of about a hundred keys: each source contributes
+//! the (sorted, contiguous) run of its keys in a range, a small sort per
+//! range puts them in order, and each key's remapped lists are joined and
+//! written. Band keys are read from the band tables, not recomputed from
+//! the vectors.
 //!
 //! The result is, byte for byte, the file [`super::build_segment_file`]
 //! writes for the same live documents (with the band keys the sources'
@@ -27,6 +31,9 @@ const DROPPED: u32 = u32::MAX;
 
 /// Keys a range of the key space holds on average.
 const KEYS_PER_RANGE: usize = 128;
+
+/// Ordinals a batch of ranges holds on average (an arena of 4 MiB).
+const BATCH_ORDINALS: usize = 1 << 20;
 
 /// A live document of a source, in the merged order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,6 +72,18 @@ pub fn merge_segments<B: AsRef<[u8]> + Sync>(
     sources: &[&Segment<B>],
     deleted: impl Fn(u64) -> bool,
 ) -> Result<Option<SegmentFile>, IndexError> {
+    merge_in_batches(segment_id, bands, sources, deleted, BATCH_ORDINALS)
+}
+
+/// [`merge_segments`] with batches of about `batch_ordinals` ordinals (the
+/// tests cut small ones).
+fn merge_in_batches<B: AsRef<[u8]> + Sync>(
+    segment_id: u64,
+    bands: u32,
+    sources: &[&Segment<B>],
+    deleted: impl Fn(u64) -> bool,
+    batch_ordinals: usize,
+) -> Result<Option<SegmentFile>, IndexError> {
     for source in sources {
         if !merges_in_place(source) {
             let supported = MERGES_FROM..=SEGMENT_VERSION;
@@ -100,11 +119,15 @@ pub fn merge_segments<B: AsRef<[u8]> + Sync>(
     let (postings, band_table) = rayon::join(
         || {
             let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
-            merge_table(sources, &maps, doc_count, kinds)
+            // A document's distinct hashes are its postings.
+            let postings = sources.iter().map(|s| s.section(SectionKind::Hashes).len() / 8).sum();
+            merge_table(sources, &maps, doc_count, (postings, batch_ordinals), kinds)
         },
         || {
             let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
-            merge_table(sources, &maps, doc_count, kinds)
+            // A document has a key in every band.
+            let postings = sources.iter().map(|s| s.doc_count as usize * bands as usize).sum();
+            merge_table(sources, &maps, doc_count, (postings, batch_ordinals), kinds)
         },
     );
     let tables = Tables::place(&mut sections, postings?, band_table?);
@@ -185,11 +208,22 @@ fn copy_vectors<B: AsRef<[u8]>>(
 
 /// Merges one bitmap table (`kinds`: its keys, offsets and data sections)
 /// of `sources`, whose ordinals `maps` translates (into a segment of
-/// `doc_count` documents), into `keys` and the returned writer.
+/// `doc_count` documents), into `keys` and the returned writer. `postings`
+/// estimates the ordinals the sources' lists hold together, and
+/// `batch_ordinals` how many a batch should hold.
+///
+/// The key space is cut twice. A batch (about `batch_ordinals` ordinals)
+/// is remapped source after source into an arena: the random look-ups then
+/// go to one source's map at a time, which stays in cache, where remapping
+/// key by key went to every source's map in turn (together larger than a
+/// core's cache; that was most of a merge's time). Within a batch, ranges
+/// of about [`KEYS_PER_RANGE`] keys put the remapped lists in key order
+/// with a small sort each, and each key's lists are joined and written.
 fn merge_table<B: AsRef<[u8]>>(
     sources: &[&Segment<B>],
     maps: &[Vec<u32>],
     doc_count: u32,
+    (postings, batch_ordinals): (usize, usize),
     kinds: (SectionKind, SectionKind, SectionKind),
 ) -> Result<TableWriter, IndexError> {
     let (key_kind, offsets, data) = kinds;
@@ -199,21 +233,32 @@ fn merge_table<B: AsRef<[u8]>>(
     // its parts (more is reallocated).
     let data_bytes: usize = sources.iter().map(|s| s.section(data).len()).sum();
     let bits = (total / KEYS_PER_RANGE).max(1).ilog2().min(32);
-    let ranges = 1u64 << bits;
+    // Batches are whole ranges: both are cut by the keys' top bits.
+    let batch_bits = (postings / batch_ordinals.max(1)).max(1).ilog2().min(bits);
     let mut cursors: Vec<_> = sources.iter().map(|s| s.keys(key_kind).iter_from(0)).collect();
     let mut previous: Vec<Option<u64>> = vec![None; sources.len()];
-    // (key, source, key index) of the keys in one range.
-    let mut run: Vec<(u64, u32, usize)> = Vec::new();
+    // Per source, (key, start and end in `arena`) of its lists in a batch,
+    // and how many of them the ranges have taken.
+    let mut lists: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); sources.len()];
+    let mut taken = vec![0usize; sources.len()];
+    // The remapped lists of one batch, one after another.
+    let mut arena: Vec<u32> = Vec::new();
+    // (key, source, start, end) of the lists in one range.
+    let mut run: Vec<(u64, u32, u32, u32)> = Vec::new();
     let mut ordinals: Vec<u32> = Vec::new();
     let mut table = TableWriter::new(doc_count, total, data_bytes);
-    for range in 0..ranges {
-        // The last range runs to the end of every source (u64::MAX included).
-        let end = (range + 1 < ranges).then(|| (range + 1) << (64 - bits));
-        run.clear();
+    // The key that ends the `i`th of `2^b` parts of the key space; the last
+    // part runs to the end of every source (u64::MAX included).
+    let end_of = |i: u64, b: u32| (i + 1 < 1u64 << b).then(|| (i + 1) << (64 - b));
+    for batch in 0..1u64 << batch_bits {
+        let batch_end = end_of(batch, batch_bits);
+        arena.clear();
         for (s, source) in sources.iter().enumerate() {
-            let cursor = &mut cursors[s];
+            let (cursor, map) = (&mut cursors[s], &maps[s]);
+            lists[s].clear();
+            taken[s] = 0;
             while let Some(key) = cursor.peek() {
-                if end.is_some_and(|end| key >= end) {
+                if batch_end.is_some_and(|end| key >= end) {
                     break;
                 }
                 let at = cursor.index();
@@ -222,20 +267,8 @@ fn merge_table<B: AsRef<[u8]>>(
                     return Err(source.corrupted(key_kind, offset, "keys not strictly ascending"));
                 }
                 previous[s] = Some(key);
-                run.push((key, s as u32, at));
-                cursor.next();
-            }
-        }
-        run.sort_unstable();
-        let mut i = 0;
-        while i < run.len() {
-            let key = run[i].0;
-            let group = run[i..].iter().take_while(|r| r.0 == key).count();
-            ordinals.clear();
-            for &(_, s, at) in &run[i..i + group] {
-                let (source, map) = (sources[s as usize], &maps[s as usize]);
-                let list = source.list_in_place(offsets, data, at)?;
-                let iter = match list {
+                let start = arena.len();
+                let iter = match source.list_in_place(offsets, data, at)? {
                     PostingList::Single(ordinal) => super::PostingIter::Single(Some(ordinal)),
                     PostingList::Bitmap(view) => super::PostingIter::Bitmap(view.iter_in(0..u32::MAX)),
                     PostingList::Packed(list) => super::PostingIter::Packed(list.iter()),
@@ -245,20 +278,55 @@ fn merge_table<B: AsRef<[u8]>>(
                         .get(ordinal as usize)
                         .ok_or_else(|| source.corrupted(data, at, "list names an ordinal past the last document"))?;
                     if new != DROPPED {
-                        ordinals.push(new);
+                        arena.push(new);
                     }
                 }
+                // Arena offsets are u32: a batch is refused if it holds
+                // 2^32 ordinals (a table of billions of postings per
+                // batch, which no segment of u32 ordinals comes near).
+                let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(arena.len())) else {
+                    return Err(source.corrupted(data, at, "more ordinals in a merge batch than it can hold"));
+                };
+                lists[s].push((key, start, end));
+                cursor.next();
             }
-            // Each source's list ascends, and so does its mapping; lists of
-            // several sources interleave.
-            if group > 1 || !ordinals.windows(2).all(|w| w[0] < w[1]) {
-                ordinals.sort_unstable();
-                ordinals.dedup();
+        }
+        let first_range = batch << (bits - batch_bits);
+        for range in first_range..first_range + (1u64 << (bits - batch_bits)) {
+            let end = end_of(range, bits);
+            run.clear();
+            for (s, lists) in lists.iter().enumerate() {
+                let from = taken[s];
+                let count = lists[from..].iter().take_while(|l| end.is_none_or(|end| l.0 < end)).count();
+                run.extend(lists[from..from + count].iter().map(|&(key, start, end)| (key, s as u32, start, end)));
+                taken[s] += count;
             }
-            if !ordinals.is_empty() {
-                table.push(key, &ordinals);
+            run.sort_unstable();
+            let mut i = 0;
+            while i < run.len() {
+                let key = run[i].0;
+                let group = run[i..].iter().take_while(|r| r.0 == key).count();
+                let (_, _, start, end) = run[i];
+                let single = &arena[start as usize..end as usize];
+                // Each source's list ascends, and so does its mapping (a
+                // damaged list that does not is sorted, as lists of
+                // several sources, which interleave, are).
+                let list = if group == 1 && single.windows(2).all(|w| w[0] < w[1]) {
+                    single
+                } else {
+                    ordinals.clear();
+                    for &(_, _, start, end) in &run[i..i + group] {
+                        ordinals.extend_from_slice(&arena[start as usize..end as usize]);
+                    }
+                    ordinals.sort_unstable();
+                    ordinals.dedup();
+                    &ordinals[..]
+                };
+                if !list.is_empty() {
+                    table.push(key, list);
+                }
+                i += group;
             }
-            i += group;
         }
     }
     Ok(table)
@@ -302,14 +370,14 @@ mod tests {
         let segments: Vec<Segment<&[u8]>> =
             files.iter().map(|f| Segment::parse(f.as_slice(), "src").unwrap()).collect();
         let sources: Vec<&Segment<&[u8]>> = segments.iter().collect();
-        let merged = merge_segments(99, 2, &sources, |id| deleted.contains(&id)).unwrap();
         let live: Vec<SegmentDoc> = groups.into_iter().flatten().filter(|d| !deleted.contains(&d.id)).collect();
-        match merged {
-            None => assert!(live.is_empty()),
-            Some(file) => {
-                let expected = build_segment_file(99, 2, live).to_bytes();
-                let bytes = file.to_bytes();
-                assert_eq!(bytes, expected);
+        let expected = (!live.is_empty()).then(|| build_segment_file(99, 2, live).to_bytes());
+        // One batch, and batches down to a few keys each.
+        for batch_ordinals in [BATCH_ORDINALS, 64, 1] {
+            let merged = merge_in_batches(99, 2, &sources, |id| deleted.contains(&id), batch_ordinals).unwrap();
+            let bytes = merged.map(|file| file.to_bytes());
+            assert_eq!(bytes, expected, "batches of {batch_ordinals} ordinals");
+            if let Some(bytes) = bytes {
                 Segment::parse(bytes.as_slice(), "merged").unwrap().verify().unwrap();
             }
         }
