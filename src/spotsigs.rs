@@ -92,15 +92,16 @@ impl SpotExtractor {
     /// Appends the hash of every spot signature of `tokens` to `out`, in
     /// document order (a multiset: repeats are kept).
     pub fn extract_hashes(&self, tokens: &Tokens, classes: &mut Vec<u64>, out: &mut Vec<u64>) {
-        let mut text = Vec::with_capacity(64);
+        // "antecedent:word:word", written with the tokens' block copies;
+        // bytes past `at` are slack.
+        let mut text = Vec::with_capacity(128);
         self.walk(tokens, classes, |spec, antecedent, chain| {
-            text.clear();
-            text.extend_from_slice(tokens.get(antecedent).as_bytes());
+            let mut at = tokens.copy_token(antecedent, &mut text, 0);
             for &word in chain {
-                text.push(b':');
-                text.extend_from_slice(tokens.get(word).as_bytes());
+                text[at] = b':';
+                at = tokens.copy_token(word, &mut text, at + 1);
             }
-            out.push(hash_bytes(&text, self.specs[spec].seed));
+            out.push(hash_bytes(&text[..at], self.specs[spec].seed));
         });
     }
 
@@ -366,5 +367,26 @@ mod tests {
         }
         assert_eq!(pack(b""), None);
         assert_eq!(pack(&[b'x'; 17]), None);
+    }
+
+    proptest::proptest! {
+        /// The hashes are those of the readable signatures
+        /// (`antecedent:word:word`), whatever the words' lengths: the
+        /// block copies that build the hashed bytes write nothing else.
+        #[test]
+        fn hashes_are_of_the_readable_signatures(
+            words in proptest::collection::vec("the|a|is|of|[a-z]{1,40}|\\PC{1,6}", 0..60),
+        ) {
+            let e = extractor(vec![spec(&["the", "a"], 1, 2), spec(&["is", "of"], 2, 3)]);
+            let tokens = Tokens::from_text(&words.join(" "));
+            let mut hashes = Vec::new();
+            e.extract_hashes(&tokens, &mut Vec::new(), &mut hashes);
+            let expected: Vec<u64> = e
+                .extract(&tokens)
+                .iter()
+                .map(|sig| hash_bytes(sig.to_string().as_bytes(), e.specs[sig.spec].seed))
+                .collect();
+            proptest::prop_assert_eq!(hashes, expected);
+        }
     }
 }

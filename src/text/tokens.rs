@@ -211,32 +211,53 @@ impl Tokens {
     /// [`Self::join_into`] as bytes, not checked again as UTF-8 (they are
     /// whole tokens of a `str` and spaces): what a fingerprint hashes.
     pub fn join_bytes_into(&self, bytes: &mut Vec<u8>) {
-        const BLOCK: usize = 16;
-        let text = self.text.as_bytes();
         let total: usize = self.spans.iter().map(|&(start, end)| (end - start) as usize + 1).sum();
         bytes.clear();
         bytes.resize(total + BLOCK, 0);
         let mut at = 0;
-        for &(start, end) in &self.spans {
-            let (start, end) = (start as usize, end as usize);
-            let mut from = start;
-            while from < end {
-                let to = at + (from - start);
-                match (text.get(from..from + BLOCK), bytes.get_mut(to..to + BLOCK)) {
-                    (Some(block), Some(slot)) => slot.copy_from_slice(block),
-                    // Not reached (the padding and the slack are there);
-                    // copy exactly what is left.
-                    _ => bytes[to..to + (end - from)].copy_from_slice(&text[from..end]),
-                }
-                from += BLOCK;
-            }
-            at += end - start;
+        for i in 0..self.spans.len() {
+            at = self.copy_token(i, bytes, at);
             bytes[at] = b' ';
             at += 1;
         }
         bytes.truncate(at.saturating_sub(1));
     }
+
+    /// Writes token `i` into `out` at `at` and returns where it ends. `out`
+    /// is first made at least [`BLOCK`] bytes longer than that end: the
+    /// token is copied in blocks of that size (the text buffer ends in as
+    /// much padding), so a block may run past the token's end, into bytes
+    /// that what follows overwrites or the caller ignores. Most tokens are
+    /// one fixed-size move instead of a call to copy a few bytes.
+    #[inline]
+    pub(crate) fn copy_token(&self, i: usize, out: &mut Vec<u8>, at: usize) -> usize {
+        let (start, end) = self.spans[i];
+        let (start, end) = (start as usize, end as usize);
+        let text = self.text.as_bytes();
+        let stop = at + (end - start);
+        if out.len() < stop + BLOCK {
+            out.resize(stop + BLOCK, 0);
+        }
+        let mut from = start;
+        while from < end {
+            let to = at + (from - start);
+            let block = text.get(from..from + BLOCK).and_then(|b| <&[u8; BLOCK]>::try_from(b).ok());
+            let slot = out.get_mut(to..to + BLOCK).and_then(|b| <&mut [u8; BLOCK]>::try_from(b).ok());
+            match (block, slot) {
+                (Some(block), Some(slot)) => *slot = *block,
+                // Not reached (the padding and the slack are there); copy
+                // exactly what is left.
+                _ => out[to..to + (end - from)].copy_from_slice(&text[from..end]),
+            }
+            from += BLOCK;
+        }
+        stop
+    }
 }
+
+/// The block in which [`Tokens::copy_token`] copies, and the padding the
+/// text buffer ends in.
+const BLOCK: usize = PADDING.len();
 
 /// Finds the token boundaries of a lower-cased ASCII stretch that starts at
 /// `base` in the buffer, 64 bytes at a time from a bit mask of word bytes.
