@@ -64,7 +64,7 @@ pub fn read_jsonl_from<'a>(
             }
         }
         line += 1;
-        let body = String::from_utf8_lossy(raw.strip_suffix(b"\n").unwrap_or(&raw));
+        let body = crate::text::utf8_lossy(raw.strip_suffix(b"\n").unwrap_or(&raw));
         let body = body.strip_suffix('\r').unwrap_or(&body);
         if !body.trim().is_empty() {
             return Some(Ok(parse_line(line, body, key_field, text_field)));

@@ -37,6 +37,17 @@ pub fn decode_html<'a>(bytes: &'a [u8], declared: Option<&'static Encoding>) -> 
     decode_as(bytes, encoding)
 }
 
+/// `bytes` as UTF-8, invalid sequences replaced by U+FFFD: what
+/// [`String::from_utf8_lossy`] gives, with valid text (nearly all of it)
+/// checked by encoding_rs, several times faster than the standard
+/// library's lossy decoder.
+pub fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match UTF_8.decode_without_bom_handling_and_without_replacement(bytes) {
+        Some(text) => text,
+        None => String::from_utf8_lossy(bytes),
+    }
+}
+
 fn decode_as<'a>(bytes: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
     // A page that declares UTF-16 in a meta tag cannot really be UTF-16 (the
     // declaration itself was readable as ASCII): HTML says to use UTF-8.
@@ -121,5 +132,20 @@ mod tests {
             bytes.extend_from_slice(&unit.to_le_bytes());
         }
         assert_eq!(decode_html(&bytes, Some(WINDOWS_1252)), "hé");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn utf8_lossy_is_the_standard_lossy_decoding(
+            bytes in proptest::collection::vec(proptest::prop_oneof![proptest::num::u8::ANY, 0x20u8..0x7f], 0..200),
+            text in "\\PC{0,40}",
+        ) {
+            for bytes in [bytes.as_slice(), text.as_bytes()] {
+                let ours = utf8_lossy(bytes);
+                proptest::prop_assert_eq!(&ours, &String::from_utf8_lossy(bytes));
+                // Valid text is borrowed, not copied.
+                proptest::prop_assert_eq!(matches!(ours, Cow::Borrowed(_)), std::str::from_utf8(bytes).is_ok());
+            }
+        }
     }
 }

@@ -6,7 +6,7 @@ mod html;
 pub mod stopwords;
 mod tokens;
 
-pub use charset::{decode_html, sniff_meta_charset};
+pub use charset::{decode_html, sniff_meta_charset, utf8_lossy};
 pub use html::{html_to_text, html_to_text_into};
 pub use tokens::Tokens;
 

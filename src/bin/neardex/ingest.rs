@@ -217,7 +217,7 @@ impl Item {
     fn signed(self, signer: &Signer) -> Item {
         let signature = match &self.work {
             Work::Text(text) => signer.sign_text(text),
-            Work::Bytes(bytes) => signer.sign_text(&String::from_utf8_lossy(bytes)),
+            Work::Bytes(bytes) => signer.sign_text(&neardex::text::utf8_lossy(bytes)),
             Work::Html(html, declared) => signer.sign_html_declared(html, *declared),
             _ => return self,
         };

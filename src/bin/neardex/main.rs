@@ -698,7 +698,7 @@ fn sign(signer: &Signer, name: &str, bytes: &[u8]) -> neardex::DocumentSignature
     if is_html_path(Path::new(name)) {
         signer.sign_html(bytes)
     } else {
-        signer.sign_text(&String::from_utf8_lossy(bytes))
+        signer.sign_text(&neardex::text::utf8_lossy(bytes))
     }
 }
 
