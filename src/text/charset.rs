@@ -53,7 +53,7 @@ fn decode_as<'a>(bytes: &'a [u8], encoding: &'static Encoding) -> Cow<'a, str> {
     // declaration itself was readable as ASCII): HTML says to use UTF-8.
     let encoding = encoding.output_encoding();
     if encoding == UTF_8 {
-        return String::from_utf8_lossy(bytes);
+        return utf8_lossy(bytes);
     }
     let (text, _) = encoding.decode_without_bom_handling(bytes);
     text
