@@ -120,14 +120,14 @@ fn merge_in_batches<B: AsRef<[u8]> + Sync>(
         || {
             let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
             // A document's distinct hashes are its postings.
-            let postings = sources.iter().map(|s| s.section(SectionKind::Hashes).len() / 8).sum();
-            merge_table(sources, &maps, doc_count, (postings, batch_ordinals), kinds)
+            let postings: usize = sources.iter().map(|s| s.section(SectionKind::Hashes).len() / 8).sum();
+            merge_table(sources, &maps, doc_count, postings / batch_ordinals.max(1), kinds)
         },
         || {
             let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
             // A document has a key in every band.
-            let postings = sources.iter().map(|s| s.doc_count as usize * bands as usize).sum();
-            merge_table(sources, &maps, doc_count, (postings, batch_ordinals), kinds)
+            let postings: usize = sources.iter().map(|s| s.doc_count as usize * bands as usize).sum();
+            merge_table(sources, &maps, doc_count, postings / batch_ordinals.max(1), kinds)
         },
     );
     let tables = Tables::place(&mut sections, postings?, band_table?);
@@ -208,13 +208,12 @@ fn copy_vectors<B: AsRef<[u8]>>(
 
 /// Merges one bitmap table (`kinds`: its keys, offsets and data sections)
 /// of `sources`, whose ordinals `maps` translates (into a segment of
-/// `doc_count` documents), into `keys` and the returned writer. `postings`
-/// estimates the ordinals the sources' lists hold together, and
-/// `batch_ordinals` how many a batch should hold.
+/// `doc_count` documents), into the returned writer, in about `batches`
+/// batches.
 ///
-/// The key space is cut twice. A batch (about `batch_ordinals` ordinals)
-/// is remapped source after source into an arena: the random look-ups then
-/// go to one source's map at a time, which stays in cache, where remapping
+/// The key space is cut twice. A batch is remapped source after source
+/// into an arena: the random look-ups then go to one source's map at a
+/// time, which stays in cache, where remapping
 /// key by key went to every source's map in turn (together larger than a
 /// core's cache; that was most of a merge's time). Within a batch, ranges
 /// of about [`KEYS_PER_RANGE`] keys put the remapped lists in key order
@@ -223,7 +222,7 @@ fn merge_table<B: AsRef<[u8]>>(
     sources: &[&Segment<B>],
     maps: &[Vec<u32>],
     doc_count: u32,
-    (postings, batch_ordinals): (usize, usize),
+    batches: usize,
     kinds: (SectionKind, SectionKind, SectionKind),
 ) -> Result<TableWriter, IndexError> {
     let (key_kind, offsets, data) = kinds;
@@ -234,7 +233,7 @@ fn merge_table<B: AsRef<[u8]>>(
     let data_bytes: usize = sources.iter().map(|s| s.section(data).len()).sum();
     let bits = (total / KEYS_PER_RANGE).max(1).ilog2().min(32);
     // Batches are whole ranges: both are cut by the keys' top bits.
-    let batch_bits = (postings / batch_ordinals.max(1)).max(1).ilog2().min(bits);
+    let batch_bits = batches.max(1).ilog2().min(bits);
     let mut cursors: Vec<_> = sources.iter().map(|s| s.keys(key_kind).iter_from(0)).collect();
     let mut previous: Vec<Option<u64>> = vec![None; sources.len()];
     // Per source, (key, start and end in `arena`) of its lists in a batch,
