@@ -154,16 +154,24 @@ impl SpotExtractor {
     }
 }
 
+/// Words a bucket of the [`WordTable`] holds ([`WordTable::get_packed`]
+/// compares both).
+const SLOTS: usize = 2;
+
 /// Word to class bits. Words of at most 16 bytes (every default stopword
 /// and antecedent) are packed into a `u128` (tokens never contain NUL, so
-/// zero padding is unambiguous) and stored in buckets of four; the hash
-/// multiplier is chosen at build time so that no bucket overflows, and a
-/// look-up compares all four keys of one bucket without branching. Longer
-/// words live in a short list that only tokens longer than 16 bytes consult.
+/// zero padding is unambiguous) and stored in buckets of [`SLOTS`], with
+/// at least twice as many buckets as words; the hash multiplier is chosen
+/// at build time so that no bucket overflows (for the default lists: 512
+/// buckets, 28 KiB), and a look-up compares the two keys of one bucket
+/// without branching. A list of thousands of words needs a sparser, larger
+/// table to leave no bucket with three. Longer words live in a short list
+/// that only tokens longer than 16 bytes consult.
 #[derive(Debug, Clone)]
 struct WordTable {
-    keys: Vec<[u128; 4]>,
-    classes: Vec<[u64; 4]>,
+    keys: Vec<[u128; SLOTS]>,
+    /// The classes of a bucket's words, then 0: the class of a miss.
+    classes: Vec<[u64; SLOTS + 1]>,
     multiplier: u64,
     shift: u32,
     long: Vec<(Box<str>, u64)>,
@@ -171,7 +179,13 @@ struct WordTable {
 
 impl Default for WordTable {
     fn default() -> Self {
-        WordTable { keys: vec![[0; 4]; 1], classes: vec![[0; 4]; 1], multiplier: 1, shift: 64, long: Vec::new() }
+        WordTable {
+            keys: vec![[0; SLOTS]; 1],
+            classes: vec![[0; SLOTS + 1]; 1],
+            multiplier: 1,
+            shift: 64,
+            long: Vec::new(),
+        }
     }
 }
 
@@ -219,17 +233,17 @@ impl WordTable {
                 },
             }
         }
-        // About one word per bucket of four; double until some multiplier of
-        // a fixed sequence leaves no bucket with more than four.
-        let mut buckets = short.len().next_power_of_two().max(1);
+        // At most a word per two buckets; double until some multiplier of a
+        // fixed sequence leaves no bucket with more than SLOTS words.
+        let mut buckets = (2 * short.len()).next_power_of_two().max(1);
         loop {
             let shift = 64 - buckets.trailing_zeros();
             let mut multiplier = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..64 {
                 multiplier = multiplier.wrapping_mul(0xD6E8_FEB8_6659_FD93).wrapping_add(0xA076_1D64_78BD_642F) | 1;
                 let mut table = WordTable {
-                    keys: vec![[0; 4]; buckets],
-                    classes: vec![[0; 4]; buckets],
+                    keys: vec![[0; SLOTS]; buckets],
+                    classes: vec![[0; SLOTS + 1]; buckets],
                     multiplier,
                     shift,
                     long: Vec::new(),
@@ -270,16 +284,18 @@ impl WordTable {
         }
     }
 
-    /// The class bits of a packed word of at most 16 bytes.
+    /// The class bits of a packed word of at most 16 bytes. Whether the
+    /// word is in the table is a coin toss in prose (about half its tokens
+    /// are stopwords), so the look-up has no branch on it: both keys are
+    /// compared, and the outcome indexes the class to load, the miss's 0
+    /// included (a masked or selected load compiles to a branch).
     #[inline]
     fn get_packed(&self, key: u128) -> u64 {
         let b = self.bucket_of(key);
         let (keys, classes) = (&self.keys[b], &self.classes[b]);
-        let mut bits = 0;
-        for slot in 0..4 {
-            bits |= classes[slot] & u64::from(keys[slot] == key).wrapping_neg();
-        }
-        bits
+        // Slot 0, slot 1, or the miss (2): at most one key matches.
+        let slot = 2 - 2 * usize::from(keys[0] == key) - usize::from(keys[1] == key);
+        classes[slot]
     }
 }
 
@@ -337,6 +353,13 @@ mod tests {
         e.extract_hashes(&tokens, &mut Vec::new(), &mut hashes);
         assert_eq!(hashes.len(), 2);
         assert_ne!(hashes[0], hashes[1]);
+    }
+
+    #[test]
+    fn the_default_word_table_is_512_buckets() {
+        let e = SpotExtractor::new(&SpotSigsConfig::default(), 0);
+        assert_eq!((e.words.keys.len(), e.words.classes.len()), (512, 512));
+        assert!(e.words.long.is_empty());
     }
 
     #[test]
