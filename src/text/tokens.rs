@@ -196,11 +196,7 @@ impl Tokens {
         out
     }
 
-    /// [`Self::joined`] into a reusable buffer. Tokens are copied in
-    /// 16-byte blocks (the text buffer ends in 16 bytes of padding, and the
-    /// output has as much slack, so a block may run past a token's end and
-    /// is overwritten by what follows): most tokens are one fixed-size move
-    /// instead of a call to copy a few bytes.
+    /// [`Self::joined`] into a reusable buffer.
     pub fn join_into(&self, out: &mut String) {
         let mut bytes = std::mem::take(out).into_bytes();
         self.join_bytes_into(&mut bytes);
@@ -210,13 +206,29 @@ impl Tokens {
 
     /// [`Self::join_into`] as bytes, not checked again as UTF-8 (they are
     /// whole tokens of a `str` and spaces): what a fingerprint hashes.
+    ///
+    /// A token of at most [`BLOCK`] bytes (nearly all) is one fixed-size
+    /// move: the text buffer ends in as much padding and the output has as
+    /// much slack, so a block may run past the token's end, into bytes the
+    /// next token or the final truncation overwrites; a longer token is
+    /// then copied whole (the only branch on the text, rarely taken).
     pub fn join_bytes_into(&self, bytes: &mut Vec<u8>) {
+        let text = self.text.as_bytes();
         let total: usize = self.spans.iter().map(|&(start, end)| (end - start) as usize + 1).sum();
         bytes.clear();
         bytes.resize(total + BLOCK, 0);
         let mut at = 0;
-        for i in 0..self.spans.len() {
-            at = self.copy_token(i, bytes, at);
+        for &(start, end) in &self.spans {
+            let (start, end) = (start as usize, end as usize);
+            let block = text.get(start..start + BLOCK).and_then(|b| <&[u8; BLOCK]>::try_from(b).ok());
+            let slot = bytes.get_mut(at..at + BLOCK).and_then(|b| <&mut [u8; BLOCK]>::try_from(b).ok());
+            if let (Some(block), Some(slot)) = (block, slot) {
+                *slot = *block;
+            }
+            if end - start > BLOCK {
+                bytes[at..at + (end - start)].copy_from_slice(&text[start..end]);
+            }
+            at += end - start;
             bytes[at] = b' ';
             at += 1;
         }
