@@ -29,7 +29,7 @@ pub struct DocumentSignature {
 pub struct Scratch {
     text: String,
     tokens: Tokens,
-    classes: Vec<u64>,
+    spots: crate::spotsigs::SpotScratch,
     hashes: Vec<u64>,
     /// The tokens joined by single spaces (valid UTF-8).
     joined: Vec<u8>,
@@ -41,7 +41,8 @@ impl Scratch {
     fn capacity_bytes(&self) -> usize {
         self.text.capacity()
             + self.tokens.capacity_bytes()
-            + (self.classes.capacity() + self.hashes.capacity()) * std::mem::size_of::<u64>()
+            + self.spots.capacity_bytes()
+            + self.hashes.capacity() * std::mem::size_of::<u64>()
             + self.joined.capacity()
             + self.shingle.capacity()
     }
@@ -209,7 +210,7 @@ impl Signer {
         let seed = self.config.hash_seed;
         let start = scratch.hashes.len();
         match &self.extractor {
-            Extractor::Spot(spot) => spot.extract_hashes(&scratch.tokens, &mut scratch.classes, &mut scratch.hashes),
+            Extractor::Spot(spot) => spot.extract_hashes(&scratch.tokens, &mut scratch.spots, &mut scratch.hashes),
             Extractor::Words(k) => {
                 word_shingle_hashes(&scratch.tokens, *k, seed, &mut scratch.shingle, &mut scratch.hashes)
             }

@@ -91,11 +91,11 @@ impl SpotExtractor {
 
     /// Appends the hash of every spot signature of `tokens` to `out`, in
     /// document order (a multiset: repeats are kept).
-    pub fn extract_hashes(&self, tokens: &Tokens, classes: &mut Vec<u64>, out: &mut Vec<u64>) {
+    pub fn extract_hashes(&self, tokens: &Tokens, scratch: &mut SpotScratch, out: &mut Vec<u64>) {
         // "antecedent:word:word", written with the tokens' block copies;
         // bytes past `at` are slack.
         let mut text = Vec::with_capacity(128);
-        self.walk(tokens, classes, |spec, antecedent, chain| {
+        self.walk(tokens, scratch, |spec, antecedent, chain| {
             let mut at = tokens.copy_token(antecedent, &mut text, 0);
             for &word in chain {
                 text[at] = b':';
@@ -108,7 +108,7 @@ impl SpotExtractor {
     /// Every spot signature of `tokens` in readable form, in document order.
     pub fn extract(&self, tokens: &Tokens) -> Vec<SpotSignature> {
         let mut out = Vec::new();
-        self.walk(tokens, &mut Vec::new(), |spec, antecedent, chain| {
+        self.walk(tokens, &mut SpotScratch::default(), |spec, antecedent, chain| {
             out.push(SpotSignature {
                 spec,
                 antecedent: tokens.get(antecedent).to_owned(),
@@ -119,17 +119,43 @@ impl SpotExtractor {
     }
 
     /// Calls `emit(spec, antecedent position, chain positions)` for every
-    /// signature. `classes` is scratch space reused across calls.
-    fn walk(&self, tokens: &Tokens, classes: &mut Vec<u64>, mut emit: impl FnMut(usize, usize, &[usize])) {
+    /// signature.
+    ///
+    /// Whether a token is a stopword, or an antecedent, is a coin toss in
+    /// prose, so the walk does not branch on it token by token: the
+    /// positions of the antecedents are listed, and each position's next
+    /// token that is no stopword is tabled (a backward pass), so that a
+    /// chain steps `d` tokens ahead and then to that token in one load.
+    fn walk(&self, tokens: &Tokens, scratch: &mut SpotScratch, mut emit: impl FnMut(usize, usize, &[usize])) {
+        let SpotScratch { classes, next, antecedents } = scratch;
         classes.clear();
         classes.extend((0..tokens.len()).map(|i| match tokens.packed(i) {
             Some(key) => self.words.get_packed(key),
             None => self.words.get(tokens.get(i)),
         }));
         let n = classes.len();
-        let mut chain = Vec::with_capacity(8);
+        // next[i]: the first position at or after i whose token is no
+        // stopword, or n; next[n] = n.
+        next.clear();
+        next.resize(n + 1, n);
+        // Carried in a register, so that the choice is a conditional move
+        // rather than a branch around a load.
+        let mut following = n;
+        for i in (0..n).rev() {
+            following = if classes[i] & SKIP_BIT != 0 { following } else { i };
+            next[i] = following;
+        }
+        antecedents.clear();
+        antecedents.resize(n, 0);
+        let mut count = 0;
         for (position, &class) in classes.iter().enumerate() {
-            let mut antecedent_of = class & !SKIP_BIT;
+            // `count` is at most `position` here.
+            antecedents[count] = position;
+            count += usize::from(class & !SKIP_BIT != 0);
+        }
+        let mut chain = Vec::with_capacity(8);
+        for &position in &antecedents[..count] {
+            let mut antecedent_of = classes[position] & !SKIP_BIT;
             while antecedent_of != 0 {
                 let spec_index = antecedent_of.trailing_zeros() as usize;
                 antecedent_of &= antecedent_of - 1;
@@ -137,10 +163,7 @@ impl SpotExtractor {
                 chain.clear();
                 let mut at = position;
                 while chain.len() < spec.chain {
-                    at += spec.distance;
-                    while at < n && classes[at] & SKIP_BIT != 0 {
-                        at += 1;
-                    }
+                    at = next[(at + spec.distance).min(n)];
                     if at >= n {
                         break;
                     }
@@ -151,6 +174,26 @@ impl SpotExtractor {
                 }
             }
         }
+    }
+}
+
+/// Scratch space that [`SpotExtractor::extract_hashes`] reuses across
+/// documents.
+#[derive(Debug, Default, Clone)]
+pub struct SpotScratch {
+    /// Each token's class bits.
+    classes: Vec<u64>,
+    /// Each position's next token that is no stopword (see `walk`).
+    next: Vec<usize>,
+    /// The antecedents' positions, in order.
+    antecedents: Vec<usize>,
+}
+
+impl SpotScratch {
+    /// Bytes the buffers hold allocated.
+    pub fn capacity_bytes(&self) -> usize {
+        self.classes.capacity() * std::mem::size_of::<u64>()
+            + (self.next.capacity() + self.antecedents.capacity()) * std::mem::size_of::<usize>()
     }
 }
 
@@ -350,7 +393,7 @@ mod tests {
         // Both specifications land on "sea": the same text "is:sea" twice.
         let tokens = Tokens::from_text("it is a the sea");
         assert_eq!(e.extract(&tokens).iter().map(ToString::to_string).collect::<Vec<_>>(), ["is:sea", "is:sea"]);
-        e.extract_hashes(&tokens, &mut Vec::new(), &mut hashes);
+        e.extract_hashes(&tokens, &mut SpotScratch::default(), &mut hashes);
         assert_eq!(hashes.len(), 2);
         assert_ne!(hashes[0], hashes[1]);
     }
@@ -403,7 +446,7 @@ mod tests {
             let e = extractor(vec![spec(&["the", "a"], 1, 2), spec(&["is", "of"], 2, 3)]);
             let tokens = Tokens::from_text(&words.join(" "));
             let mut hashes = Vec::new();
-            e.extract_hashes(&tokens, &mut Vec::new(), &mut hashes);
+            e.extract_hashes(&tokens, &mut SpotScratch::default(), &mut hashes);
             let expected: Vec<u64> = e
                 .extract(&tokens)
                 .iter()
