@@ -272,33 +272,48 @@ impl Tokens {
 const BLOCK: usize = PADDING.len();
 
 /// Finds the token boundaries of a lower-cased ASCII stretch that starts at
-/// `base` in the buffer, 64 bytes at a time from a bit mask of word bytes.
+/// `base` in the buffer, 64 bytes at a time from a bit mask of word bytes:
+/// a token starts at a word byte whose predecessor is not one and ends at
+/// the first byte after it that is not, so the starts and ends of a chunk
+/// are two masks, read in pairs. A token open when the chunk begins (its
+/// predecessor counts as a word byte) takes the chunk's first end; one
+/// still open at the chunk's end stays open. Positions past `u32` (text of
+/// more than 4 GiB) make no span.
 fn scan_ascii(stretch: &[u8], base: usize, open: &mut Option<u32>, spans: &mut Vec<(u32, u32)>) {
     for (chunk_index, chunk) in stretch.chunks(64).enumerate() {
         let mask = word_mask(chunk);
         let chunk_base = base + chunk_index * 64;
-        let bits = chunk.len() as u32;
-        let mut pos = 0u32;
-        while pos < bits {
-            let rest = mask.checked_shr(pos).unwrap_or(0);
-            match *open {
-                Some(start) => {
-                    // The run of ones starting at `pos` ends at the first zero.
-                    pos += (!rest).trailing_zeros().min(bits - pos);
-                    if pos < bits {
-                        *open = None;
-                        if let Ok(end) = u32::try_from(chunk_base + pos as usize) {
-                            spans.push((start, end));
-                        }
+        // Chunks hold 1 to 64 bytes; no end lies past the last one.
+        let valid = u64::MAX >> (64 - chunk.len());
+        let before = mask << 1 | u64::from(open.is_some());
+        let mut starts = mask & !before;
+        let mut ends = !mask & before & valid;
+        let next_end = |ends: &mut u64| {
+            let end = (*ends != 0).then(|| chunk_base + ends.trailing_zeros() as usize);
+            *ends &= ends.wrapping_sub(1);
+            end
+        };
+        if let Some(start) = *open {
+            let Some(end) = next_end(&mut ends) else {
+                // The open token runs through the whole chunk.
+                continue;
+            };
+            *open = None;
+            if let Ok(end) = u32::try_from(end) {
+                spans.push((start, end));
+            }
+        }
+        while starts != 0 {
+            let start = u32::try_from(chunk_base + starts.trailing_zeros() as usize);
+            starts &= starts - 1;
+            match (start, next_end(&mut ends)) {
+                (Ok(start), Some(end)) => {
+                    if let Ok(end) = u32::try_from(end) {
+                        spans.push((start, end));
                     }
                 }
-                None => {
-                    if rest == 0 {
-                        break;
-                    }
-                    pos += rest.trailing_zeros();
-                    *open = u32::try_from(chunk_base + pos as usize).ok();
-                }
+                (Ok(start), None) => *open = Some(start),
+                (Err(_), _) => {}
             }
         }
     }
