@@ -20,6 +20,8 @@ use std::sync::LazyLock;
 
 use memchr::{memchr, memchr2, memchr3, memmem};
 
+use super::words::WordTable;
+
 /// Extracts the visible text of an HTML document.
 ///
 /// ```
@@ -70,16 +72,16 @@ pub fn html_to_text_into(html: &str, out: &mut String) {
         pos = markup.end;
         if let Some(tag) = markup.tag {
             let name = TagName::new(&bytes[tag.name.0..tag.name.1]);
-            if !tag.is_end {
-                if name.is_raw_text() {
+            // Few tags skip anything: test the class first, which is
+            // predictable, and only then whether the tag is a start tag.
+            if name.class & (RAW_TEXT | NESTED_SKIP) != 0 && !tag.is_end {
+                if name.class & RAW_TEXT != 0 {
                     pos = skip_raw_text(bytes, pos, name.as_bytes());
-                } else if name.is_nested_skip() {
+                } else {
                     pos = skip_nested(bytes, pos, name.as_bytes());
                 }
             }
-            if name.is_block() {
-                writer.block();
-            }
+            writer.separate(if name.class & BLOCK != 0 { Separator::Break } else { Separator::None });
         }
         text_start = pos;
     }
@@ -150,10 +152,6 @@ impl<'a> TextWriter<'a> {
             }
             CharRef::Str(s) => self.text(s),
         }
-    }
-
-    fn block(&mut self) {
-        self.separate(Separator::Break);
     }
 }
 
@@ -336,97 +334,115 @@ fn skip_nested(bytes: &[u8], from: usize, name: &[u8]) -> usize {
     len
 }
 
-/// A tag name, lower-cased into a fixed buffer. Names longer than the buffer
-/// are never ones this module acts on.
+/// Elements whose content is raw text, skipped up to their end tag.
+const RAW_TEXT_TAGS: [&str; 7] = ["script", "style", "noscript", "iframe", "noembed", "noframes", "xmp"];
+/// Elements skipped with everything nested in them.
+const NESTED_SKIP_TAGS: [&str; 3] = ["template", "svg", "object"];
+/// Elements that separate the words before and after them.
+const BLOCK_TAGS: [&str; 56] = [
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "body",
+    "br",
+    "caption",
+    "center",
+    "dd",
+    "details",
+    "dialog",
+    "dir",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "frameset",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "head",
+    "header",
+    "hgroup",
+    "hr",
+    "html",
+    "input",
+    "legend",
+    "li",
+    "main",
+    "menu",
+    "nav",
+    "ol",
+    "optgroup",
+    "option",
+    "p",
+    "pre",
+    "section",
+    "select",
+    "summary",
+    "table",
+    "tbody",
+    "td",
+    "textarea",
+    "tfoot",
+    "th",
+    "thead",
+    "title",
+    "tr",
+    "ul",
+];
+
+/// Class bits of a tag name.
+const RAW_TEXT: u64 = 1;
+const NESTED_SKIP: u64 = 2;
+const BLOCK: u64 = 4;
+
+/// Tag name to class bits. Start and end tags of many kinds alternate in
+/// a page, so a tag is classified by one branch-free look-up rather than by
+/// comparing its name with each list.
+static TAG_CLASSES: LazyLock<WordTable> = LazyLock::new(|| {
+    let lists = [(&RAW_TEXT_TAGS[..], RAW_TEXT), (&NESTED_SKIP_TAGS[..], NESTED_SKIP), (&BLOCK_TAGS[..], BLOCK)];
+    let entries: Vec<(&str, u64)> =
+        lists.iter().flat_map(|&(names, class)| names.iter().map(move |&name| (name, class))).collect();
+    WordTable::build(&entries)
+});
+
+/// A tag name, lower-cased into a fixed buffer, and its class. Names longer
+/// than the buffer are never ones this module acts on.
 struct TagName {
     buf: [u8; 12],
     len: usize,
+    class: u64,
 }
 
 impl TagName {
     fn new(raw: &[u8]) -> Self {
-        let mut buf = [0u8; 12];
-        if raw.len() > buf.len() {
-            return TagName { buf, len: 0 };
+        let mut buf = [0u8; 16];
+        if raw.len() > 12 {
+            return TagName { buf: [0; 12], len: 0, class: 0 };
         }
-        for (slot, b) in buf.iter_mut().zip(raw) {
+        let mut nul = false;
+        for (slot, &b) in buf.iter_mut().zip(raw) {
             *slot = b.to_ascii_lowercase();
+            nul |= b == 0;
         }
-        TagName { buf, len: raw.len() }
+        // Zero-padded, the buffer is the name's packed form; a name with a
+        // NUL byte in it would pack like a shorter one, and is no tag this
+        // module knows.
+        let class = if raw.is_empty() || nul { 0 } else { TAG_CLASSES.get_packed(u128::from_le_bytes(buf)) };
+        let mut name = [0u8; 12];
+        name.copy_from_slice(&buf[..12]);
+        TagName { buf: name, len: raw.len(), class }
     }
 
     fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
-    }
-
-    fn is_raw_text(&self) -> bool {
-        matches!(self.as_bytes(), b"script" | b"style" | b"noscript" | b"iframe" | b"noembed" | b"noframes" | b"xmp")
-    }
-
-    fn is_nested_skip(&self) -> bool {
-        matches!(self.as_bytes(), b"template" | b"svg" | b"object")
-    }
-
-    fn is_block(&self) -> bool {
-        matches!(
-            self.as_bytes(),
-            b"address"
-                | b"article"
-                | b"aside"
-                | b"blockquote"
-                | b"body"
-                | b"br"
-                | b"caption"
-                | b"center"
-                | b"dd"
-                | b"details"
-                | b"dialog"
-                | b"dir"
-                | b"div"
-                | b"dl"
-                | b"dt"
-                | b"fieldset"
-                | b"figcaption"
-                | b"figure"
-                | b"footer"
-                | b"form"
-                | b"frameset"
-                | b"h1"
-                | b"h2"
-                | b"h3"
-                | b"h4"
-                | b"h5"
-                | b"h6"
-                | b"head"
-                | b"header"
-                | b"hgroup"
-                | b"hr"
-                | b"html"
-                | b"input"
-                | b"legend"
-                | b"li"
-                | b"main"
-                | b"menu"
-                | b"nav"
-                | b"ol"
-                | b"optgroup"
-                | b"option"
-                | b"p"
-                | b"pre"
-                | b"section"
-                | b"select"
-                | b"summary"
-                | b"table"
-                | b"tbody"
-                | b"td"
-                | b"textarea"
-                | b"tfoot"
-                | b"th"
-                | b"thead"
-                | b"title"
-                | b"tr"
-                | b"ul"
-        )
     }
 }
 
@@ -575,6 +591,33 @@ mod tests {
                     <script type=\"text/javascript\">var x = '</p>'; if (a<b) {}</script></head>\
                     <body><!-- a comment <p>hidden</p> --><p class=\"x>y\">Hello <i>wor</i>ld</p></body></html>";
         assert_eq!(html_to_text(html), "T\nHello world");
+    }
+
+    #[test]
+    fn tag_classes_are_the_lists() {
+        let class_of = |name: &str| {
+            let bit = |list: &[&str], class: u64| if list.contains(&name) { class } else { 0 };
+            bit(&RAW_TEXT_TAGS, RAW_TEXT) | bit(&NESTED_SKIP_TAGS, NESTED_SKIP) | bit(&BLOCK_TAGS, BLOCK)
+        };
+        let listed = RAW_TEXT_TAGS.iter().chain(&NESTED_SKIP_TAGS).chain(&BLOCK_TAGS);
+        for &name in listed.clone() {
+            assert_ne!(class_of(name), 0);
+            assert_eq!(TagName::new(name.as_bytes()).class, class_of(name), "{name}");
+            assert_eq!(TagName::new(name.to_ascii_uppercase().as_bytes()).class, class_of(name), "{name}");
+            // Near misses: a byte more, a byte less, a NUL inside or after.
+            for other in [
+                format!("{name}x"),
+                name[1..].to_owned(),
+                format!("{name}\0"),
+                format!("{}\0{}", &name[..1], &name[1..]),
+            ] {
+                assert_eq!(TagName::new(other.as_bytes()).class, class_of(&other), "{other:?}");
+            }
+        }
+        for name in ["", "a", "span", "b", "i", "em", "strong", "h7", "divx", "blockquotes", "figcaptionxyz"] {
+            assert_eq!(TagName::new(name.as_bytes()).class, class_of(name), "{name:?}");
+        }
+        assert_eq!(TagName::new(b"\xC3\xA9p").class, 0);
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod charset;
 mod html;
 pub mod stopwords;
 mod tokens;
+pub(crate) mod words;
 
 pub use charset::{decode_html, sniff_meta_charset, utf8_lossy};
 pub use html::{html_to_text, html_to_text_into};
