@@ -205,13 +205,9 @@ impl Tokens {
     }
 
     /// [`Self::join_into`] as bytes, not checked again as UTF-8 (they are
-    /// whole tokens of a `str` and spaces): what a fingerprint hashes.
-    ///
-    /// A token of at most [`BLOCK`] bytes (nearly all) is one fixed-size
-    /// move: the text buffer ends in as much padding and the output has as
-    /// much slack, so a block may run past the token's end, into bytes the
-    /// next token or the final truncation overwrites; a longer token is
-    /// then copied whole (the only branch on the text, rarely taken).
+    /// whole tokens of a `str` and spaces): what a fingerprint hashes. The
+    /// output is sized once, with [`BLOCK`] bytes of slack, and each token
+    /// is moved as [`move_token`] does.
     pub fn join_bytes_into(&self, bytes: &mut Vec<u8>) {
         let text = self.text.as_bytes();
         let total: usize = self.spans.iter().map(|&(start, end)| (end - start) as usize + 1).sum();
@@ -219,55 +215,55 @@ impl Tokens {
         bytes.resize(total + BLOCK, 0);
         let mut at = 0;
         for &(start, end) in &self.spans {
-            let (start, end) = (start as usize, end as usize);
-            let block = text.get(start..start + BLOCK).and_then(|b| <&[u8; BLOCK]>::try_from(b).ok());
-            let slot = bytes.get_mut(at..at + BLOCK).and_then(|b| <&mut [u8; BLOCK]>::try_from(b).ok());
-            if let (Some(block), Some(slot)) = (block, slot) {
-                *slot = *block;
-            }
-            if end - start > BLOCK {
-                bytes[at..at + (end - start)].copy_from_slice(&text[start..end]);
-            }
-            at += end - start;
+            at = move_token(text, (start as usize, end as usize), bytes, at);
             bytes[at] = b' ';
             at += 1;
         }
         bytes.truncate(at.saturating_sub(1));
     }
 
-    /// Writes token `i` into `out` at `at` and returns where it ends. `out`
-    /// is first made at least [`BLOCK`] bytes longer than that end: the
-    /// token is copied in blocks of that size (the text buffer ends in as
-    /// much padding), so a block may run past the token's end, into bytes
-    /// that what follows overwrites or the caller ignores. Most tokens are
-    /// one fixed-size move instead of a call to copy a few bytes.
+    /// Writes token `i` into `out` at `at` (as [`move_token`] does, `out`
+    /// first made at least [`BLOCK`] bytes longer than the token's end) and
+    /// returns where it ends.
     #[inline]
     pub(crate) fn copy_token(&self, i: usize, out: &mut Vec<u8>, at: usize) -> usize {
         let (start, end) = self.spans[i];
         let (start, end) = (start as usize, end as usize);
-        let text = self.text.as_bytes();
         let stop = at + (end - start);
         if out.len() < stop + BLOCK {
             out.resize(stop + BLOCK, 0);
         }
-        let mut from = start;
-        while from < end {
-            let to = at + (from - start);
-            let block = text.get(from..from + BLOCK).and_then(|b| <&[u8; BLOCK]>::try_from(b).ok());
-            let slot = out.get_mut(to..to + BLOCK).and_then(|b| <&mut [u8; BLOCK]>::try_from(b).ok());
-            match (block, slot) {
-                (Some(block), Some(slot)) => *slot = *block,
-                // Not reached (the padding and the slack are there); copy
-                // exactly what is left.
-                _ => out[to..to + (end - from)].copy_from_slice(&text[from..end]),
-            }
-            from += BLOCK;
-        }
-        stop
+        move_token(self.text.as_bytes(), (start, end), out, at)
     }
 }
 
-/// The block in which [`Tokens::copy_token`] copies, and the padding the
+/// Moves the token at `start..end` of a token buffer's `text` into `out` at
+/// `at`, which has [`BLOCK`] bytes of room past the token's end, and returns
+/// where it ends. A token of at most [`BLOCK`] bytes (nearly all) is one
+/// fixed-size move: the text ends in as much padding, and the bytes the
+/// block writes past the token are slack that what follows overwrites or
+/// the caller ignores. A longer token is copied whole (the only branch on
+/// the text, rarely taken), instead of a call per token to copy a few bytes.
+#[inline]
+fn move_token(text: &[u8], (start, end): (usize, usize), out: &mut [u8], at: usize) -> usize {
+    let len = end - start;
+    let block = text.get(start..start + BLOCK).and_then(|b| <&[u8; BLOCK]>::try_from(b).ok());
+    let slot = out.get_mut(at..at + BLOCK).and_then(|b| <&mut [u8; BLOCK]>::try_from(b).ok());
+    let moved = match (block, slot) {
+        (Some(block), Some(slot)) => {
+            *slot = *block;
+            true
+        }
+        // Not reached (the padding and the room are there).
+        _ => false,
+    };
+    if len > BLOCK || !moved {
+        out[at..at + len].copy_from_slice(&text[start..end]);
+    }
+    at + len
+}
+
+/// The block in which [`move_token`] moves tokens, and the padding the
 /// text buffer ends in.
 const BLOCK: usize = PADDING.len();
 
