@@ -93,14 +93,12 @@ impl SpotExtractor {
     /// Appends the hash of every spot signature of `tokens` to `out`, in
     /// document order (a multiset: repeats are kept).
     pub fn extract_hashes(&self, tokens: &Tokens, scratch: &mut SpotScratch, out: &mut Vec<u64>) {
-        // "antecedent:word:word", written with the tokens' block copies;
-        // bytes past `at` are slack.
-        let mut text = Vec::with_capacity(128);
-        self.walk(tokens, scratch, |spec, antecedent, chain| {
-            let mut at = tokens.copy_token(antecedent, &mut text, 0);
+        let SpotScratch { walk, text } = scratch;
+        self.walk(tokens, walk, |spec, antecedent, chain| {
+            let mut at = tokens.copy_token(antecedent, text, 0);
             for &word in chain {
                 text[at] = b':';
-                at = tokens.copy_token(word, &mut text, at + 1);
+                at = tokens.copy_token(word, text, at + 1);
             }
             out.push(hash_bytes(&text[..at], self.specs[spec].seed));
         });
@@ -109,7 +107,7 @@ impl SpotExtractor {
     /// Every spot signature of `tokens` in readable form, in document order.
     pub fn extract(&self, tokens: &Tokens) -> Vec<SpotSignature> {
         let mut out = Vec::new();
-        self.walk(tokens, &mut SpotScratch::default(), |spec, antecedent, chain| {
+        self.walk(tokens, &mut WalkBuffers::default(), |spec, antecedent, chain| {
             out.push(SpotSignature {
                 spec,
                 antecedent: tokens.get(antecedent).to_owned(),
@@ -127,8 +125,8 @@ impl SpotExtractor {
     /// positions of the antecedents are listed, and each position's next
     /// token that is no stopword is tabled (a backward pass), so that a
     /// chain steps `d` tokens ahead and then to that token in one load.
-    fn walk(&self, tokens: &Tokens, scratch: &mut SpotScratch, mut emit: impl FnMut(usize, usize, &[usize])) {
-        let SpotScratch { classes, next, antecedents } = scratch;
+    fn walk(&self, tokens: &Tokens, buffers: &mut WalkBuffers, mut emit: impl FnMut(usize, usize, &[usize])) {
+        let WalkBuffers { classes, next, antecedents, chain } = buffers;
         classes.clear();
         classes.extend((0..tokens.len()).map(|i| match tokens.packed(i) {
             Some(key) => self.words.get_packed(key),
@@ -154,7 +152,6 @@ impl SpotExtractor {
             antecedents[count] = position;
             count += usize::from(class & !SKIP_BIT != 0);
         }
-        let mut chain = Vec::with_capacity(8);
         for &position in &antecedents[..count] {
             let mut antecedent_of = classes[position] & !SKIP_BIT;
             while antecedent_of != 0 {
@@ -171,7 +168,7 @@ impl SpotExtractor {
                     chain.push(at);
                 }
                 if !chain.is_empty() {
-                    emit(spec_index, position, &chain);
+                    emit(spec_index, position, chain);
                 }
             }
         }
@@ -182,19 +179,32 @@ impl SpotExtractor {
 /// documents.
 #[derive(Debug, Default, Clone)]
 pub struct SpotScratch {
+    walk: WalkBuffers,
+    /// The bytes of one signature, "antecedent:word:word", written with
+    /// the tokens' block moves (bytes past its end are slack).
+    text: Vec<u8>,
+}
+
+/// The buffers of a walk.
+#[derive(Debug, Default, Clone)]
+struct WalkBuffers {
     /// Each token's class bits.
     classes: Vec<u64>,
     /// Each position's next token that is no stopword (see `walk`).
     next: Vec<usize>,
     /// The antecedents' positions, in order.
     antecedents: Vec<usize>,
+    /// The chain of the signature being emitted.
+    chain: Vec<usize>,
 }
 
 impl SpotScratch {
     /// Bytes the buffers hold allocated.
     pub fn capacity_bytes(&self) -> usize {
-        self.classes.capacity() * std::mem::size_of::<u64>()
-            + (self.next.capacity() + self.antecedents.capacity()) * std::mem::size_of::<usize>()
+        let WalkBuffers { classes, next, antecedents, chain } = &self.walk;
+        classes.capacity() * std::mem::size_of::<u64>()
+            + (next.capacity() + antecedents.capacity() + chain.capacity()) * std::mem::size_of::<usize>()
+            + self.text.capacity()
     }
 }
 
