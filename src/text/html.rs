@@ -414,31 +414,32 @@ static TAG_CLASSES: LazyLock<WordTable> = LazyLock::new(|| {
 });
 
 /// A tag name, lower-cased into a fixed buffer, and its class. Names longer
-/// than the buffer are never ones this module acts on.
+/// than [`TAG_NAME_MAX`] bytes are never ones this module acts on.
 struct TagName {
-    buf: [u8; 12],
+    /// The name, zero-padded: its packed form for the [`WordTable`].
+    buf: [u8; 16],
     len: usize,
     class: u64,
 }
 
+/// The longest tag name kept (`figcaption` has 10 bytes).
+const TAG_NAME_MAX: usize = 12;
+
 impl TagName {
     fn new(raw: &[u8]) -> Self {
         let mut buf = [0u8; 16];
-        if raw.len() > 12 {
-            return TagName { buf: [0; 12], len: 0, class: 0 };
+        if raw.len() > TAG_NAME_MAX {
+            return TagName { buf, len: 0, class: 0 };
         }
         let mut nul = false;
         for (slot, &b) in buf.iter_mut().zip(raw) {
             *slot = b.to_ascii_lowercase();
             nul |= b == 0;
         }
-        // Zero-padded, the buffer is the name's packed form; a name with a
-        // NUL byte in it would pack like a shorter one, and is no tag this
-        // module knows.
+        // A name with a NUL byte in it would pack like a shorter one, and is
+        // no tag this module knows.
         let class = if raw.is_empty() || nul { 0 } else { TAG_CLASSES.get_packed(u128::from_le_bytes(buf)) };
-        let mut name = [0u8; 12];
-        name.copy_from_slice(&buf[..12]);
-        TagName { buf: name, len: raw.len(), class }
+        TagName { buf, len: raw.len(), class }
     }
 
     fn as_bytes(&self) -> &[u8] {
