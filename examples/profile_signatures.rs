@@ -1,10 +1,17 @@
-//! Runs one signature stage over the real pages in a loop, for a profiler.
+//! Runs one signature stage in a loop, for a profiler.
 //!
 //! Run: `cargo run --release --example profile_signatures -- tokenize|spotsigs [ROUNDS]`
+//! over the real pages of `../shared/data`, or
+//! `cargo run --release --example profile_signatures -- pages FILE N [ROUNDS]`
+//! to sign (HTML to whole signature, one thread) the first N pages of a
+//! `pages.bin` that `neardex-compare gen` wrote (`benches/compare`).
 use std::io::Read;
 
 fn main() {
     let stage = std::env::args().nth(1).unwrap_or_else(|| "spotsigs".into());
+    if stage == "pages" {
+        return sign_pages();
+    }
     let rounds: usize = std::env::args().nth(2).and_then(|r| r.parse().ok()).unwrap_or(5);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/article-extraction-benchmark/html");
     let mut texts = Vec::new();
@@ -34,4 +41,33 @@ fn main() {
     }
     let secs = start.elapsed().as_secs_f64();
     println!("{stage}: {:.1} MB/s", (bytes * rounds) as f64 / secs / 1e6);
+}
+
+/// The `pages` stage: records of a u32 LE length and that many bytes.
+fn sign_pages() {
+    let arg = |i: usize| std::env::args().nth(i);
+    let usage = "profile_signatures pages FILE N [ROUNDS]";
+    let path = arg(2).expect(usage);
+    let n: usize = arg(3).and_then(|v| v.parse().ok()).expect(usage);
+    let rounds: usize = arg(4).and_then(|v| v.parse().ok()).unwrap_or(1);
+    let mut file = std::io::BufReader::new(std::fs::File::open(&path).expect("pages file"));
+    let mut pages = Vec::with_capacity(n);
+    let mut len = [0u8; 4];
+    while pages.len() < n && file.read_exact(&mut len).is_ok() {
+        let mut page = vec![0; u32::from_le_bytes(len) as usize];
+        file.read_exact(&mut page).expect("a truncated record");
+        pages.push(page);
+    }
+    let signer = neardex::Signer::new(neardex::SignatureConfig::default()).unwrap();
+    let mut scratch = neardex::Scratch::default();
+    let mut signatures = 0u64;
+    let start = std::time::Instant::now();
+    for _ in 0..rounds {
+        for page in &pages {
+            signatures += signer.sign_html_with(page, &mut scratch).vector.total();
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let signed = (pages.len() * rounds) as f64;
+    println!("pages: {:.0} pages/s, {:.0} signatures a page", signed / secs, signatures as f64 / signed);
 }
