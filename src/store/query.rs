@@ -213,9 +213,10 @@ impl Ranks {
 /// only cost look-ups; there are no false negatives, so the join stays
 /// exact. Deleted documents are counted, which also only costs look-ups.
 ///
-/// Built by one merge of the segments' sorted key sections (and the
-/// pending documents' sorted signatures), cut by the keys' top bits into
-/// ranges merged on all cores.
+/// Built without merging the sources: the keys are cut by their top bits
+/// into ranges, on all cores, and each range's keys are read twice from
+/// every source (see [`SharedSignatures::of_sources`]), with small Bloom
+/// filters of the range's own in between.
 ///
 /// For each shared key it also keeps a superset of the segments that hold
 /// it ([`SegmentMasks`]): a probe looks a shared signature up only in
@@ -225,11 +226,75 @@ impl Ranks {
 pub(super) struct SharedSignatures {
     filter: KeyFilter,
     masks: SegmentMasks,
+    /// For each document of each segment (from `bases[position]` on), how
+    /// many of its signatures no other document holds, at least: those
+    /// with an inline one-document list that no other source lists. A
+    /// probe for which they alone make the δ1 break certain is done
+    /// without reading its vector.
+    alone: Vec<u32>,
+    /// Where each source's counts start in `alone`, and how many it has.
+    bases: Vec<(usize, usize)>,
+}
+
+/// One source of [`SharedSignatures`]: a segment's posting keys, or the
+/// pending documents' signatures (sorted, each with whether several of
+/// them hold it).
+enum KeySource<'s, B: AsRef<[u8]> = super::mmap::SegmentBytes> {
+    Segment(&'s super::segment::Segment<B>),
+    Sorted(&'s [(u64, bool)]),
+}
+
+impl<B: AsRef<[u8]>> Clone for KeySource<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: AsRef<[u8]>> Copy for KeySource<'_, B> {}
+
+impl<B: AsRef<[u8]>> KeySource<'_, B> {
+    /// Calls `f` with each key in `lo..=hi`, ascending, whether its list
+    /// may hold several documents, and a segment's inline list's only
+    /// document (its ordinal); a damaged key section is an error.
+    #[inline]
+    fn for_each_between(&self, lo: u64, hi: u64, mut f: impl FnMut(u64, bool, Option<u32>)) -> Result<(), IndexError> {
+        match *self {
+            KeySource::Segment(segment) => {
+                for key in segment.posting_keys_between(lo, hi) {
+                    let (key, only) = key?;
+                    f(key, only.is_none(), only);
+                }
+            }
+            KeySource::Sorted(keys) => {
+                let from = keys.partition_point(|k| k.0 < lo);
+                let to = keys.partition_point(|k| k.0 <= hi);
+                keys[from..to].iter().for_each(|&(key, several)| f(key, several, None));
+            }
+        }
+        Ok(())
+    }
+
+    /// How many documents the source has ordinals for (none for the
+    /// pending documents).
+    fn documents(&self) -> usize {
+        match *self {
+            KeySource::Segment(segment) => segment.doc_count() as usize,
+            KeySource::Sorted(_) => 0,
+        }
+    }
+
+    /// How many keys the source lists (distinct signatures).
+    fn len(&self) -> usize {
+        match *self {
+            KeySource::Segment(segment) => segment.posting_key_count(),
+            KeySource::Sorted(keys) => keys.len(),
+        }
+    }
 }
 
 impl SharedSignatures {
-    /// Key ranges (by their top bits) merged as separate units of work.
-    const RANGE_BITS: u32 = 8;
+    /// Key ranges (by their top bits) built as separate units of work.
+    const RANGE_BITS: u32 = 10;
 
     fn build(searcher: &Searcher) -> Result<SharedSignatures, IndexError> {
         use rayon::prelude::*;
@@ -238,41 +303,191 @@ impl SharedSignatures {
             searcher.state.delta.values().flat_map(|doc| doc.vector.hashes().iter().copied()).collect();
         pending.par_sort_unstable();
         let pending: Vec<(u64, bool)> = pending.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() > 1)).collect();
-
-        let segments: Vec<_> = searcher.state.segments.values().collect();
-        let shared: Vec<Vec<(u64, u8)>> = (0..1u64 << Self::RANGE_BITS)
-            .into_par_iter()
-            .map(|range| {
-                let lo = range << (64 - Self::RANGE_BITS);
-                let hi = lo | (u64::MAX >> Self::RANGE_BITS);
-                // Each segment's keys are read as the merge walks them.
-                let mut sources: Vec<KeySource<'_, IndexError>> = segments
-                    .iter()
-                    .map(|loaded| Box::new(loaded.segment.posting_keys_between(lo, hi)) as KeySource<'_, _>)
-                    .collect();
-                let from = pending.partition_point(|k| k.0 < lo);
-                let to = pending.partition_point(|k| k.0 <= hi);
-                sources.push(Box::new(pending[from..to].iter().copied().map(Ok)));
-                // The pending documents are in no segment: no bit.
-                let bits: Vec<u8> = (0..segments.len()).map(SegmentMasks::bit).chain([0]).collect();
-                shared_keys(sources, &bits)
-            })
-            .collect::<Result<_, IndexError>>()?;
-        Ok(Self::from_ranges(&shared))
+        // The pending documents are in no segment: no bit.
+        let sources: Vec<(KeySource<'_>, u8)> = searcher
+            .state
+            .segments
+            .values()
+            .enumerate()
+            .map(|(position, loaded)| (KeySource::Segment(&loaded.segment), SegmentMasks::bit(position)))
+            .chain([(KeySource::Sorted(&pending), 0)])
+            .collect();
+        Self::of_sources(&sources)
     }
 
-    /// The filter and masks of the shared keys, with their segment bits,
-    /// of each of the `2^RANGE_BITS` key ranges.
-    fn from_ranges(shared: &[Vec<(u64, u8)>]) -> SharedSignatures {
-        let total: usize = shared.iter().map(Vec::len).sum();
-        let incidences: usize = shared.iter().flatten().map(|&(_, bits)| bits.count_ones() as usize).sum();
-        let mut filter = KeyFilter::sized(total);
-        let mut masks = SegmentMasks::sized(incidences);
-        for &(key, bits) in shared.iter().flatten() {
-            filter.insert(key);
-            masks.insert(key, bits);
+    /// The filter, masks and counts of `sources`, each with its segment
+    /// bits.
+    ///
+    /// No merge: for each range of the keys' top bits, a first pass over
+    /// every source's keys in the range sets them in a Bloom filter of the
+    /// range (`seen`), and those it already held, or whose list holds
+    /// several documents, in another (`shared`); it also counts them, to
+    /// size the result. A second pass sets each key that `shared` holds in
+    /// the result, with its source's bit: the range's part of the result
+    /// is its own (small) slice, and counts each key `shared` rules out
+    /// for the only document of its inline list. A key two sources list
+    /// is set in `shared` when the second lists it, so every shared key is
+    /// in the result with the bit of every source that lists it, and no
+    /// key a second document holds is counted; the local filters' false
+    /// positives only add keys and leave out counts.
+    fn of_sources<B: AsRef<[u8]> + Sync>(sources: &[(KeySource<'_, B>, u8)]) -> Result<SharedSignatures, IndexError> {
+        use rayon::prelude::*;
+        let ranges = 1usize << Self::RANGE_BITS;
+        let range_of = |range: usize| {
+            let lo = (range as u64) << (64 - Self::RANGE_BITS);
+            (lo, lo | (u64::MAX >> Self::RANGE_BITS))
+        };
+        // Keys are hash values, so about evenly spread over the ranges.
+        let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
+        let per_range = (total >> Self::RANGE_BITS) + (total >> (Self::RANGE_BITS + 2)) + 64;
+        // First pass: each range's `shared` filter, how many keys it set
+        // there, and how many times a key was met again.
+        let first: Vec<(RangeFilter, usize, usize)> = (0..ranges)
+            .into_par_iter()
+            .map_init(
+                || RangeFilter::sized(per_range),
+                |seen, range| {
+                    let (lo, hi) = range_of(range);
+                    seen.clear();
+                    let mut shared = RangeFilter::sized(per_range);
+                    shared.clear();
+                    let (mut newly_shared, mut met_again) = (0usize, 0usize);
+                    for (source, _) in sources {
+                        source.for_each_between(lo, hi, |key, several, _| {
+                            let again = seen.test_and_set(key);
+                            let is_shared = again | several;
+                            newly_shared += usize::from(is_shared & !shared.test_and_set_if(key, is_shared));
+                            met_again += usize::from(again);
+                        })?;
+                    }
+                    Ok((shared, newly_shared, met_again))
+                },
+            )
+            .collect::<Result<_, IndexError>>()?;
+        // A shared key is listed once for each source that lists it: its
+        // first listing, plus each meeting again.
+        let keys: usize = first.iter().map(|f| f.1).sum();
+        let incidences: usize = keys + first.iter().map(|f| f.2).sum::<usize>();
+        let mut filter = KeyFilter::sized_in(keys, ranges);
+        let mut masks = SegmentMasks::sized_in(incidences, ranges);
+        // Each segment's documents' counts, one after another.
+        let mut bases = Vec::with_capacity(sources.len());
+        let mut documents = 0;
+        for (source, _) in sources {
+            bases.push((documents, source.documents()));
+            documents += source.documents();
         }
-        SharedSignatures { filter, masks }
+        let alone: Vec<std::sync::atomic::AtomicU32> =
+            (0..documents).map(|_| std::sync::atomic::AtomicU32::new(0)).collect();
+        let (words, blocks) = (filter.words.len(), masks.cells.len() / SegmentMasks::BLOCK);
+        let (words_per_range, cells_per_range) = (words / ranges, masks.cells.len() / ranges);
+        filter
+            .words
+            .par_chunks_mut(words_per_range)
+            .zip(masks.cells.par_chunks_mut(cells_per_range))
+            .zip(first.par_iter())
+            .enumerate()
+            .try_for_each(|(range, ((own_words, own_cells), (shared, _, _)))| {
+                let (lo, hi) = range_of(range);
+                let (word_base, cell_base) = (range * words_per_range, range * cells_per_range);
+                // Fresh pages: written before any read, so that none is
+                // first mapped to the shared zero page and then copied on
+                // its first write (a fault and a flush of both cores' TLBs
+                // each).
+                own_words.fill(0);
+                own_cells.fill(0);
+                for (&(source, bit), &(base, documents)) in sources.iter().zip(&bases) {
+                    let counts = alone.get(base..base + documents).unwrap_or_default();
+                    source.for_each_between(lo, hi, |key, _, only| {
+                        let held = shared.holds(key);
+                        if let (false, Some(ordinal)) = (held, only) {
+                            if let Some(count) = counts.get(ordinal as usize) {
+                                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                        // All ones when `shared` holds the key, else zero.
+                        let keep = 0u64.wrapping_sub(u64::from(held));
+                        if let Some(word) =
+                            KeyFilter::word_of(words, key).checked_sub(word_base).and_then(|i| own_words.get_mut(i))
+                        {
+                            *word |= KeyFilter::mask(key) & keep;
+                        }
+                        let (a, b) = SegmentMasks::cells_of(blocks, key);
+                        for at in [a, b] {
+                            if let Some(cell) = at.checked_sub(cell_base).and_then(|i| own_cells.get_mut(i)) {
+                                *cell |= bit & keep as u8;
+                            }
+                        }
+                    })?;
+                }
+                Ok::<(), IndexError>(())
+            })?;
+        let alone = alone.into_iter().map(std::sync::atomic::AtomicU32::into_inner).collect();
+        Ok(SharedSignatures { filter, masks, alone, bases })
+    }
+
+    /// How many signatures of the document at `place` (its segment's
+    /// position and its ordinal) no other document holds, at least (0
+    /// for a pending document).
+    fn held_alone(&self, (position, ordinal): (u32, u32)) -> u32 {
+        match self.bases.get(position as usize) {
+            Some(&(base, documents)) if (ordinal as usize) < documents => {
+                self.alone.get(base + ordinal as usize).copied().unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// A Bloom filter of the keys of one range of [`SharedSignatures`]: as
+/// [`KeyFilter`] (one word a key, four bits set in it), its word chosen by
+/// the key's bits below the range's, at 16 bits a key: small enough to stay
+/// in a core's cache while a range is built.
+struct RangeFilter {
+    words: Vec<u64>,
+}
+
+impl RangeFilter {
+    fn sized(keys: usize) -> RangeFilter {
+        RangeFilter { words: vec![0; (keys * 16).div_ceil(64).max(1)] }
+    }
+
+    /// Zeroes the filter. Also how a fresh one is first written: its
+    /// pages are then never first mapped to the shared zero page by a
+    /// read and copied on the next write, which costs a fault and a flush
+    /// of every core's TLB each.
+    fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
+    fn word(&self, key: u64) -> usize {
+        ((u128::from(key << SharedSignatures::RANGE_BITS) * self.words.len() as u128) >> 64) as usize
+    }
+
+    /// Whether the filter may hold `key`; no branch on the outcome.
+    fn holds(&self, key: u64) -> bool {
+        let mask = KeyFilter::mask(key);
+        self.words.get(self.word(key)).is_none_or(|&word| word & mask == mask)
+    }
+
+    /// Sets `key`; returns whether the filter may have held it already.
+    fn test_and_set(&mut self, key: u64) -> bool {
+        self.test_and_set_if(key, true)
+    }
+
+    /// Sets `key` if `set` (with no branch on it); returns whether the
+    /// filter may have held it already.
+    fn test_and_set_if(&mut self, key: u64, set: bool) -> bool {
+        let mask = KeyFilter::mask(key);
+        let w = self.word(key);
+        match self.words.get_mut(w) {
+            Some(word) => {
+                let held = *word & mask == mask;
+                *word |= mask & 0u64.wrapping_sub(u64::from(set));
+                held
+            }
+            None => true,
+        }
     }
 }
 
@@ -334,14 +549,10 @@ impl SegmentMasks {
         Some(masks)
     }
 
-    /// Masks for about `incidences` (key, segment) pairs.
-    fn sized(incidences: usize) -> SegmentMasks {
-        Self::sized_in(incidences, 1)
-    }
-
-    /// As [`SegmentMasks::sized`], with a block count that `ranges` (a
-    /// power of two) divides: the keys of each of `ranges` equal ranges of
-    /// their top bits then have blocks of their own.
+    /// Masks for about `incidences` (key, segment) pairs, with a block
+    /// count that `ranges` (a power of two) divides: the keys of each of
+    /// `ranges` equal ranges of their top bits then have blocks of their
+    /// own.
     fn sized_in(incidences: usize, ranges: usize) -> SegmentMasks {
         let blocks = (incidences * 2).div_ceil(Self::BLOCK).max(1).next_multiple_of(ranges);
         SegmentMasks { cells: vec![0; blocks * Self::BLOCK] }
@@ -363,12 +574,6 @@ impl SegmentMasks {
         let block = ((u128::from(key) * blocks as u128) >> 64) as usize * Self::BLOCK;
         let h = key.wrapping_mul(0xD1B5_4A32_D192_ED03);
         (block + (h >> 58) as usize, block + ((h >> 52) & 63) as usize)
-    }
-
-    fn insert(&mut self, key: u64, bits: u8) {
-        let (a, b) = self.cells(key);
-        self.cells[a] |= bits;
-        self.cells[b] |= bits;
     }
 
     /// A superset of the bits inserted with `key`.
@@ -394,13 +599,25 @@ struct KeyFilter {
 impl KeyFilter {
     /// An empty filter for about `keys` keys.
     fn sized(keys: usize) -> KeyFilter {
-        KeyFilter { words: vec![0; (keys * 12).div_ceil(64).max(1)] }
+        Self::sized_in(keys, 1)
+    }
+
+    /// As [`KeyFilter::sized`], with a word count that `ranges` (a power
+    /// of two) divides: the keys of each of `ranges` equal ranges of their
+    /// top bits then have words of their own.
+    fn sized_in(keys: usize, ranges: usize) -> KeyFilter {
+        KeyFilter { words: vec![0; (keys * 12).div_ceil(64).max(1).next_multiple_of(ranges)] }
     }
 
     /// The word of `key`: the key scaled to the word count (so chosen by
     /// its top bits).
     fn word(&self, key: u64) -> usize {
-        ((u128::from(key) * self.words.len() as u128) >> 64) as usize
+        Self::word_of(self.words.len(), key)
+    }
+
+    /// [`KeyFilter::word`] in a filter of `words` words.
+    fn word_of(words: usize, key: u64) -> usize {
+        ((u128::from(key) * words as u128) >> 64) as usize
     }
 
     /// Four bits of a word, from a multiplicative remix of the key (whose
@@ -431,39 +648,6 @@ impl KeyFilter {
     fn admits(word: u64, key: u64) -> bool {
         let mask = Self::mask(key);
         word & mask == mask
-    }
-}
-
-/// One source of [`shared_keys`]: keys ascending, each with whether its
-/// list may hold several documents.
-type KeySource<'s, E> = Box<dyn Iterator<Item = Result<(u64, bool), E>> + 's>;
-
-/// The keys that, across `sources` (each ascending, each key with whether
-/// its list may hold several documents), more than one document may hold:
-/// those listed by two or more sources or with a list of several; each
-/// with the union of the `bits` of the sources that list it. The first
-/// error a source yields ends the merge.
-fn shared_keys<E>(mut sources: Vec<KeySource<'_, E>>, bits: &[u8]) -> Result<Vec<(u64, u8)>, E> {
-    debug_assert_eq!(sources.len(), bits.len());
-    let mut heads: Vec<Option<(u64, bool)>> =
-        sources.iter_mut().map(|s| s.next().transpose()).collect::<Result<_, E>>()?;
-    let mut out = Vec::new();
-    loop {
-        let Some(min) = heads.iter().flatten().map(|h| h.0).min() else { return Ok(out) };
-        let (mut holders, mut several, mut mask) = (0, false, 0u8);
-        for ((head, source), &bit) in heads.iter_mut().zip(sources.iter_mut()).zip(bits) {
-            if let Some((key, many)) = *head {
-                if key == min {
-                    holders += 1;
-                    several |= many;
-                    mask |= bit;
-                    *head = source.next().transpose()?;
-                }
-            }
-        }
-        if holders > 1 || several {
-            out.push((min, mask));
-        }
     }
 }
 
@@ -688,6 +872,16 @@ fn break_weight(measure: Similarity, window: LengthWindow, len_q: u64, tau: Thre
     lo
 }
 
+/// The length window of a query of length `len_q` at `tau`; a self-join
+/// probe's starts at its own length (`after`).
+fn query_window(measure: Similarity, len_q: u64, tau: Threshold, after: Option<After>) -> LengthWindow {
+    let mut window = LengthWindow::new(measure, len_q, tau);
+    if let Some(after) = after {
+        window.min = window.min.max(after.length);
+    }
+    window
+}
+
 /// The bound on the similarity of a document of length `x` that shares
 /// none of the processed signatures (module documentation).
 fn bound(measure: Similarity, len_q: u64, delta1: u64, x: u64) -> Overlap {
@@ -758,10 +952,7 @@ impl Searcher {
         }
         // The window of the lowest threshold the sink can have: a rising
         // threshold only prunes more through the bounds.
-        let mut window = LengthWindow::new(measure, len_q, sink.tau);
-        if let Some(after) = after {
-            window.min = window.min.max(after.length);
-        }
+        let window = query_window(measure, len_q, sink.tau, after);
         let (order, alone) = if pruning == Pruning::Full && !self.state.segments.is_empty() {
             let ranks = self.state.ranks.get_or_init(|| Ranks::build(self.state.segments.values().map(|l| &l.segment)));
             let stop = break_weight(measure, window, len_q, sink.tau);
@@ -1227,7 +1418,8 @@ impl Searcher {
     /// corruption errors.
     pub fn self_join(&self, tau: Threshold, mut emit: impl FnMut(crate::oracle::Pair)) -> Result<(), IndexError> {
         use rayon::prelude::*;
-        if self.signer.config().similarity == Similarity::Containment {
+        let measure = self.signer.config().similarity;
+        if measure == Similarity::Containment {
             return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
         }
         self.warm_up(WarmUp::Directories);
@@ -1238,6 +1430,16 @@ impl Searcher {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
                 .par_iter()
                 .map(|&JoinProbe { probe, place }| {
+                    // The signatures the probe alone holds may make the δ1
+                    // break certain before any list, as its query would
+                    // find (most probes): done without its vector.
+                    let alone = u64::from(shared.held_alone(place));
+                    if alone > 0 {
+                        let window = query_window(measure, probe.length, tau, Some(probe));
+                        if alone >= break_weight(measure, window, probe.length, tau) {
+                            return Ok(Vec::new());
+                        }
+                    }
                     // Read where the probe was found, not looked up by id
                     // in every segment's id index.
                     let vector = match segments.get(place.0 as usize) {
@@ -1388,14 +1590,14 @@ pub fn explain_vectors(measure: Similarity, a: &SignatureVector, b: &SignatureVe
 
 #[cfg(test)]
 mod tests {
-    use super::{shared_keys, KeySource, SegmentMasks, SharedSignatures};
+    use super::{KeySource, SegmentMasks, SharedSignatures};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
     proptest! {
-        /// The merge finds exactly the keys that several documents hold
-        /// (by brute-force counting), and the filter holds every one of
-        /// them while rejecting most keys one document holds.
+        /// The filter holds every key that several documents hold (by
+        /// brute-force counting) while rejecting most keys one document
+        /// holds, and the masks name every source of each shared key.
         #[test]
         fn the_shared_signatures_are_the_keys_several_documents_hold(
             sources in prop::collection::vec(prop::collection::btree_map(0u64..3000, 0u8..8, 0..400), 0..6),
@@ -1419,7 +1621,6 @@ mod tests {
                 }
             }
             let expected: Vec<u64> = holders.iter().filter(|(_, &n)| n > 1).map(|(&k, _)| k).collect();
-            let slices: Vec<&[(u64, bool)]> = sources.iter().map(Vec::as_slice).collect();
             // Each source's bit is its position (modulo 8, as segments).
             let bits: Vec<u8> = (0..sources.len()).map(SegmentMasks::bit).collect();
             let mut holding: BTreeMap<u64, u8> = BTreeMap::new();
@@ -1428,46 +1629,168 @@ mod tests {
                     *holding.entry(key).or_default() |= bit;
                 }
             }
-            let with_bits: Vec<(u64, u8)> = expected.iter().map(|k| (*k, holding[k])).collect();
-            let sources: Vec<KeySource<'_, ()>> =
-                slices.iter().map(|s| Box::new(s.iter().copied().map(Ok)) as KeySource<'_, ()>).collect();
-            prop_assert_eq!(&shared_keys(sources, &bits).unwrap(), &with_bits);
-            let ranges: Vec<Vec<(u64, u8)>> = (0..1u64 << SharedSignatures::RANGE_BITS)
-                .map(|r| with_bits.iter().copied().filter(|k| k.0 >> (64 - SharedSignatures::RANGE_BITS) == r).collect())
-                .collect();
-            let shared = SharedSignatures::from_ranges(&ranges);
+            let with_sources: Vec<(KeySource<'_, Vec<u8>>, u8)> =
+                sources.iter().zip(&bits).map(|(s, &bit)| (KeySource::Sorted(s), bit)).collect();
+            let shared = SharedSignatures::of_sources(&with_sources).unwrap();
             let mut extra_bits = 0;
-            for &(key, bits) in &with_bits {
-                prop_assert!(shared.filter.may_hold(key), "{key:#x}");
+            for key in &expected {
+                let bits = holding[key];
+                prop_assert!(shared.filter.may_hold(*key), "{key:#x}");
                 // A superset of the key's segments, never fewer.
-                let got = shared.masks.get(key);
+                let got = shared.masks.get(*key);
                 prop_assert_eq!(got & bits, bits, "{:#x}", key);
                 extra_bits += (got & !bits).count_ones() as usize;
             }
             // Few segments named that do not hold the key: about one in
             // eight keys gets one at two cells an incidence and six
             // sources; the bound leaves room for small samples.
-            prop_assert!(extra_bits * 5 <= with_bits.len() * 2 + 50, "{extra_bits} extra of {}", with_bits.len());
+            prop_assert!(extra_bits * 5 <= expected.len() * 2 + 50, "{extra_bits} extra of {}", expected.len());
             let alone: Vec<u64> = holders.iter().filter(|(_, &n)| n == 1).map(|(&k, _)| k).collect();
             let false_positives = alone.iter().filter(|&&k| shared.filter.may_hold(k)).count();
-            // At least 256 words and about 16 bits a shared key: few false
-            // positives.
+            // At least 1,024 words and about 12 bits a shared key: few
+            // false positives.
             prop_assert!(false_positives * 10 <= alone.len().max(20), "{false_positives} of {}", alone.len());
+            // Sized for the shared keys, not for every key: at most the
+            // 256-word floor or about 12 bits a shared key.
+            let words = shared.filter.words.len();
+            let floor = 1 << SharedSignatures::RANGE_BITS;
+            prop_assert!(words <= floor || words * 64 <= (expected.len() + 64) * 14, "{words} words, {} keys", expected.len());
         }
     }
 
-    /// A source that fails ends the merge with its error, whether it
-    /// fails at its first key or after others were merged.
-    #[test]
-    fn a_failing_source_ends_the_merge_with_its_error() {
-        for fail_at in 0..3 {
-            let good: KeySource<'_, &str> = Box::new([(1, false), (5, false), (9, true)].into_iter().map(Ok));
-            let bad: KeySource<'_, &str> =
-                Box::new((0..3u64).map(move |i| if i == fail_at { Err("damaged") } else { Ok((i * 4 + 1, false)) }));
-            assert_eq!(shared_keys(vec![good, bad], &[1, 2]), Err("damaged"), "failing at {fail_at}");
+    proptest! {
+        /// Each segment document's count of signatures no other document
+        /// holds (pending ones included) is at most the brute-force count,
+        /// and about equal to it (the filters' false positives only take
+        /// some away).
+        #[test]
+        fn the_alone_counts_are_a_lower_bound_and_nearly_exact(
+            segments in prop::collection::vec(
+                prop::collection::vec(prop::collection::btree_set(0u64..400, 1..30), 1..12), 1..4),
+            pending in prop::collection::vec(prop::collection::btree_set(0u64..400, 1..30), 0..4),
+        ) {
+            use crate::store::segment::{build_segment, Segment, SegmentDoc};
+            use crate::vector::SignatureVector;
+            let spread = |k: u64| k.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            let mut next_id = 0u64;
+            let bytes: Vec<Vec<u8>> = segments
+                .iter()
+                .enumerate()
+                .map(|(n, docs)| {
+                    let docs = docs
+                        .iter()
+                        .map(|set| {
+                            next_id += 1;
+                            SegmentDoc {
+                                id: next_id,
+                                vector: SignatureVector::from_pairs(set.iter().map(|&k| (spread(k), 1))),
+                                band_keys: vec![],
+                                fingerprint: crate::hash::Fingerprint(u128::from(next_id)),
+                            }
+                        })
+                        .collect();
+                    build_segment(n as u64 + 1, 0, docs)
+                })
+                .collect();
+            let parsed: Vec<Segment<&[u8]>> = bytes.iter().map(|b| Segment::parse(b.as_slice(), "seg").unwrap()).collect();
+            let mut holders: BTreeMap<u64, u32> = BTreeMap::new();
+            for segment in &parsed {
+                for ordinal in 0..segment.doc_count() {
+                    for &hash in segment.vector(ordinal).unwrap().hashes() {
+                        *holders.entry(hash).or_default() += 1;
+                    }
+                }
+            }
+            for set in &pending {
+                for &k in set {
+                    *holders.entry(spread(k)).or_default() += 1;
+                }
+            }
+            let mut pending_keys: Vec<u64> = pending.iter().flatten().map(|&k| spread(k)).collect();
+            pending_keys.sort_unstable();
+            let pending_keys: Vec<(u64, bool)> =
+                pending_keys.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() > 1)).collect();
+            let sources: Vec<(KeySource<'_, &[u8]>, u8)> = parsed
+                .iter()
+                .enumerate()
+                .map(|(position, segment)| (KeySource::Segment(segment), SegmentMasks::bit(position)))
+                .chain([(KeySource::Sorted(&pending_keys), 0)])
+                .collect();
+            let shared = SharedSignatures::of_sources(&sources).unwrap();
+            let (mut counted, mut truth_total) = (0u64, 0u64);
+            for (position, segment) in parsed.iter().enumerate() {
+                for ordinal in 0..segment.doc_count() {
+                    let vector = segment.vector(ordinal).unwrap();
+                    let truth = vector.hashes().iter().filter(|h| holders[h] == 1).count() as u32;
+                    let got = shared.held_alone((position as u32, ordinal));
+                    prop_assert!(got <= truth, "segment {position}, ordinal {ordinal}: {got} > {truth}");
+                    counted += u64::from(got);
+                    truth_total += u64::from(truth);
+                }
+            }
+            prop_assert!(counted * 20 >= truth_total * 19, "{counted} of {truth_total}");
+            // Past the segments and for pending documents: nothing.
+            prop_assert_eq!(shared.held_alone((parsed.len() as u32, 0)), 0);
+            prop_assert_eq!(shared.held_alone((u32::MAX, 0)), 0);
+            prop_assert_eq!(shared.held_alone((0, parsed[0].doc_count())), 0);
         }
-        let good: KeySource<'_, &str> = Box::new([(1, false), (5, false)].into_iter().map(Ok));
-        let other: KeySource<'_, &str> = Box::new([(5, false), (7, true)].into_iter().map(Ok));
-        assert_eq!(shared_keys(vec![good, other], &[1, 2]), Ok(vec![(5, 3), (7, 2)]));
+    }
+
+    /// At a million keys in ranges of their own, the filter's size follows
+    /// the shared keys: those counted while building it, not every key.
+    #[test]
+    fn the_filter_is_sized_by_the_shared_keys() {
+        let spread = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut a: Vec<(u64, bool)> = (0..600_000).map(|k| (spread(k), false)).collect();
+        let mut b: Vec<(u64, bool)> = (400_000..1_000_000).map(|k| (spread(k), false)).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        let sources: Vec<(KeySource<'_, Vec<u8>>, u8)> = vec![(KeySource::Sorted(&a), 1), (KeySource::Sorted(&b), 2)];
+        let shared = SharedSignatures::of_sources(&sources).unwrap();
+        // 200,000 keys are in both: 37,500 words at 12 bits a key.
+        let words = shared.filter.words.len();
+        assert!((37_500..=39_000).contains(&words), "{words} words");
+        let held = (400_000..600_000).filter(|&k| shared.filter.may_hold(spread(k))).count();
+        assert_eq!(held, 200_000);
+        let alone = (0..400_000).chain(600_000..1_000_000).filter(|&k| shared.filter.may_hold(spread(k))).count();
+        assert!(alone < 8_000, "{alone} of 800,000 keys held alone pass");
+        for k in 400_000..600_000 {
+            assert_eq!(shared.masks.get(spread(k)) & 3, 3);
+        }
+    }
+
+    /// A segment whose posting keys do not ascend fails the build with a
+    /// typed error, whichever source it is.
+    #[test]
+    fn a_damaged_key_section_fails_the_build() {
+        use crate::store::segment::{build_segment, with_fresh_checksums, Segment, SegmentDoc};
+        use crate::vector::SignatureVector;
+        let docs: Vec<SegmentDoc> = (0..4u64)
+            .map(|id| SegmentDoc {
+                id,
+                vector: SignatureVector::from_pairs([(id << 62 | 5, 1), (id << 62 | 9, 2)]),
+                band_keys: vec![],
+                fingerprint: crate::hash::Fingerprint(u128::from(id)),
+            })
+            .collect();
+        let bytes = build_segment(1, 0, docs);
+        let good = Segment::parse(bytes.as_slice(), "good").unwrap();
+        let keys = good.section_offset(crate::store::segment::SectionKind::PostingKeys);
+        let mut damaged = bytes.clone();
+        let (first, second) = damaged[keys..keys + 16].split_at_mut(8);
+        first.swap_with_slice(second);
+        let damaged = with_fresh_checksums(&damaged).unwrap();
+        let bad = Segment::parse(damaged.as_slice(), "bad").unwrap();
+        let pending = [(7u64, true)];
+        for sources in [
+            vec![(KeySource::Segment(&bad), 1), (KeySource::Segment(&good), 2)],
+            vec![(KeySource::Segment(&good), 1), (KeySource::Sorted(&pending), 0), (KeySource::Segment(&bad), 2)],
+        ] {
+            let err = SharedSignatures::of_sources(&sources).unwrap_err();
+            assert!(err.to_string().contains("posting keys not ascending"), "{err}");
+        }
+        let fine =
+            SharedSignatures::of_sources(&[(KeySource::Segment(&good), 1), (KeySource::Segment(&good), 2)]).unwrap();
+        assert!(fine.filter.may_hold(5) && fine.filter.may_hold(3 << 62 | 9));
     }
 }

@@ -955,6 +955,13 @@ pub struct SegmentEntry {
 }
 
 impl<B: AsRef<[u8]>> Segment<B> {
+    /// Where section `kind` starts in the segment's bytes (tests that
+    /// damage one).
+    #[cfg(test)]
+    pub(crate) fn section_offset(&self, kind: SectionKind) -> usize {
+        self.sections[kind as usize - 1].0
+    }
+
     /// Parses the header and section table. `name` is used in errors.
     ///
     /// # Errors
@@ -1643,10 +1650,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
         self.list_in_place(SectionKind::BandOffsets, SectionKind::BandData, i).map(Some)
     }
 
-    /// The posting keys `k` with `lo <= k <= hi`, ascending, each with
-    /// whether its list may hold several documents (every list but an
-    /// inline one-document entry): what the self-join merges to learn
-    /// which signatures only one document holds (`query.rs`). Read as they
+    /// The posting keys `k` with `lo <= k <= hi`, ascending, each with the
+    /// ordinal of its only document when its list is an inline
+    /// one-document entry (`None`: the list may hold several): what the
+    /// self-join reads to learn which signatures only one document holds,
+    /// and how many each document holds alone (`query.rs`). Read as they
     /// are walked; an item is [`IndexError::Corrupted`] (and the last)
     /// when the keys do not ascend.
     pub fn posting_keys_between(&self, lo: u64, hi: u64) -> PostingKeys<'_, B> {
@@ -1911,8 +1919,9 @@ fn le_u64(bytes: &[u8], at: usize) -> u64 {
     bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes)
 }
 
-/// The posting keys of a key range of a segment, each with whether its
-/// list may hold several documents ([`Segment::posting_keys_between`]).
+/// The posting keys of a key range of a segment, each with the ordinal of
+/// its only document when its list is an inline one-document entry
+/// ([`Segment::posting_keys_between`]).
 pub struct PostingKeys<'a, B: AsRef<[u8]>> {
     segment: &'a Segment<B>,
     iter: keys::Iter<'a>,
@@ -1924,6 +1933,7 @@ pub struct PostingKeys<'a, B: AsRef<[u8]>> {
 impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
     /// The next key with its index, checked to ascend; an error is the
     /// last item.
+    #[inline]
     fn next_key(&mut self) -> Option<Result<(usize, u64), IndexError>> {
         if self.failed {
             return None;
@@ -1945,8 +1955,9 @@ impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
 }
 
 impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
-    type Item = Result<(u64, bool), IndexError>;
+    type Item = Result<(u64, Option<u32>), IndexError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let (i, key) = match self.next_key()? {
             Ok(next) => next,
@@ -1954,12 +1965,17 @@ impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
         };
         let segment = self.segment;
         let offsets = segment.section(SectionKind::PostingOffsets);
-        let inline = if segment.narrow {
-            le_u32(offsets, i * 4) & NARROW_INLINE != 0
+        // A wide inline entry holding more than an ordinal is damaged: it
+        // counts as a list (of several), which only costs look-ups, and
+        // its look-up reports the damage.
+        let only = if segment.narrow {
+            let entry = le_u32(offsets, i * 4);
+            (entry & NARROW_INLINE != 0).then_some(entry & !NARROW_INLINE)
         } else {
-            le_u64(offsets, i * 8) & INLINE != 0
+            let entry = le_u64(offsets, i * 8);
+            (entry & INLINE != 0).then(|| u32::try_from(entry & !INLINE).ok()).flatten()
         };
-        Some(Ok((key, !inline)))
+        Some(Ok((key, only)))
     }
 }
 
@@ -2023,6 +2039,17 @@ mod tests {
         assert_eq!(seg.ordinal_of(10).unwrap(), Some(3));
         assert_eq!(seg.ordinal_of(4).unwrap(), Some(0));
         assert_eq!(seg.ordinal_of(5).unwrap(), None);
+        // The key walk names the only document of each inline list.
+        let mut walked = 0;
+        for item in seg.posting_keys_between(0, u64::MAX) {
+            let (key, only) = item.unwrap();
+            match seg.posting_list(key).unwrap() {
+                Some(PostingList::Single(ordinal)) => assert_eq!(only, Some(ordinal), "{key}"),
+                list => assert_eq!(only, None, "{key}: {list:?}"),
+            }
+            walked += 1;
+        }
+        assert_eq!(walked, seg.posting_key_count());
     }
 
     #[test]

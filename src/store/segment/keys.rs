@@ -271,6 +271,7 @@ impl Iter<'_> {
     }
 
     /// The next key, without moving on.
+    #[inline]
     pub(super) fn peek(&mut self) -> Option<u64> {
         let i = self.next;
         if i >= self.keys.len() {
@@ -290,6 +291,7 @@ impl Iter<'_> {
 impl Iterator for Iter<'_> {
     type Item = u64;
 
+    #[inline]
     fn next(&mut self) -> Option<u64> {
         let key = self.peek()?;
         self.next += 1;
