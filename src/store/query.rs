@@ -377,8 +377,12 @@ impl SharedSignatures {
             bases.push((documents, source.documents()));
             documents += source.documents();
         }
-        let alone: Vec<std::sync::atomic::AtomicU32> =
-            (0..documents).map(|_| std::sync::atomic::AtomicU32::new(0)).collect();
+        // The counts, one array for each worker thread, summed at the end:
+        // an atomic increment a key, each a cache miss that nothing
+        // overlaps, took a fifth of the join's time at 1M pages. The lock
+        // only guards against two tasks on one thread's array.
+        let workers = rayon::current_num_threads().max(1);
+        let counters: Vec<std::sync::Mutex<Vec<u16>>> = (0..workers).map(|_| Default::default()).collect();
         let (words, blocks) = (filter.words.len(), masks.cells.len() / SegmentMasks::BLOCK);
         let (words_per_range, cells_per_range) = (words / ranges, masks.cells.len() / ranges);
         filter
@@ -396,14 +400,17 @@ impl SharedSignatures {
                 // each).
                 own_words.fill(0);
                 own_cells.fill(0);
+                let worker = rayon::current_thread_index().unwrap_or(0) % workers;
+                let mut all_counts = counters[worker].lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if all_counts.is_empty() {
+                    all_counts.resize(documents, 0);
+                }
                 for (&(source, bit), &(base, documents)) in sources.iter().zip(&bases) {
-                    let counts = alone.get(base..base + documents).unwrap_or_default();
+                    let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
                     source.for_each_between(lo, hi, |key, _, only| {
                         let held = shared.holds(key);
-                        if let (false, Some(ordinal)) = (held, only) {
-                            if let Some(count) = counts.get(ordinal as usize) {
-                                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            }
+                        if let Some(count) = only.and_then(|ordinal| counts.get_mut(ordinal as usize)) {
+                            *count = count.saturating_add(u16::from(!held));
                         }
                         // All ones when `shared` holds the key, else zero.
                         let keep = 0u64.wrapping_sub(u64::from(held));
@@ -422,7 +429,10 @@ impl SharedSignatures {
                 }
                 Ok::<(), IndexError>(())
             })?;
-        let alone = alone.into_iter().map(std::sync::atomic::AtomicU32::into_inner).collect();
+        let counters: Vec<Vec<u16>> =
+            counters.into_iter().map(|c| c.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)).collect();
+        let alone =
+            (0..documents).map(|d| counters.iter().map(|c| u32::from(c.get(d).copied().unwrap_or(0))).sum()).collect();
         Ok(SharedSignatures { filter, masks, alone, bases })
     }
 
