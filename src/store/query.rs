@@ -321,18 +321,32 @@ impl SharedSignatures {
     /// No merge: for each range of the keys' top bits, a first pass over
     /// every source's keys in the range sets them in a Bloom filter of the
     /// range (`seen`), and those it already held, or whose list holds
-    /// several documents, in another (`shared`); it also counts them, to
-    /// size the result. A second pass sets each key that `shared` holds in
-    /// the result, with its source's bit: the range's part of the result
-    /// is its own (small) slice, and counts each key `shared` rules out
-    /// for the only document of its inline list. A key two sources list
-    /// is set in `shared` when the second lists it, so every shared key is
-    /// in the result with the bit of every source that lists it, and no
-    /// key a second document holds is counted; the local filters' false
-    /// positives only add keys and leave out counts.
+    /// several documents, in another (`shared`). A second pass, while the
+    /// range's keys are still in the core's cache, sets each key that
+    /// `shared` holds in the result, with its source's bit: the range's
+    /// part of the result is its own (small) slice, and counts each key
+    /// `shared` rules out for the only document of its inline list. A key
+    /// two sources list is set in `shared` when the second lists it, so
+    /// every shared key is in the result with the bit of every source that
+    /// lists it, and no key a second document holds is counted; the local
+    /// filters' false positives only add keys and leave out counts. The
+    /// result is sized before: from the first pass over every 32nd range
+    /// (keys are hash values, so about evenly spread), or over all of them
+    /// for fewer than four million keys.
     fn of_sources<B: AsRef<[u8]> + Sync>(sources: &[(KeySource<'_, B>, u8)]) -> Result<SharedSignatures, IndexError> {
+        let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
+        Self::of_sources_sampled(sources, if total < 4 << 20 { 1 } else { 32 })
+    }
+
+    /// [`SharedSignatures::of_sources`], sized by the first pass over every
+    /// `step`-th range.
+    fn of_sources_sampled<B: AsRef<[u8]> + Sync>(
+        sources: &[(KeySource<'_, B>, u8)],
+        step: usize,
+    ) -> Result<SharedSignatures, IndexError> {
         use rayon::prelude::*;
         let ranges = 1usize << Self::RANGE_BITS;
+        let step = step.clamp(1, ranges);
         let range_of = |range: usize| {
             let lo = (range as u64) << (64 - Self::RANGE_BITS);
             (lo, lo | (u64::MAX >> Self::RANGE_BITS))
@@ -340,34 +354,33 @@ impl SharedSignatures {
         // Keys are hash values, so about evenly spread over the ranges.
         let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
         let per_range = (total >> Self::RANGE_BITS) + (total >> (Self::RANGE_BITS + 2)) + 64;
-        // First pass: each range's `shared` filter, how many keys it set
-        // there, and how many times a key was met again.
-        let first: Vec<(RangeFilter, usize, usize)> = (0..ranges)
+        let filters = || (RangeFilter::sized(per_range), RangeFilter::sized(per_range));
+        // The first pass over a range: how many keys it set in `shared`,
+        // and how many times a key was met again.
+        let first_pass = |range: usize, (seen, shared): &mut (RangeFilter, RangeFilter)| {
+            let (lo, hi) = range_of(range);
+            seen.clear();
+            shared.clear();
+            let (mut newly_shared, mut met_again) = (0usize, 0usize);
+            for (source, _) in sources {
+                source.for_each_between(lo, hi, |key, several, _| {
+                    let again = seen.test_and_set(key);
+                    let is_shared = again | several;
+                    newly_shared += usize::from(is_shared & !shared.test_and_set_if(key, is_shared));
+                    met_again += usize::from(again);
+                })?;
+            }
+            Ok::<_, IndexError>((newly_shared, met_again))
+        };
+        let sampled: Vec<(usize, usize)> = (0..ranges.div_ceil(step))
             .into_par_iter()
-            .map_init(
-                || RangeFilter::sized(per_range),
-                |seen, range| {
-                    let (lo, hi) = range_of(range);
-                    seen.clear();
-                    let mut shared = RangeFilter::sized(per_range);
-                    shared.clear();
-                    let (mut newly_shared, mut met_again) = (0usize, 0usize);
-                    for (source, _) in sources {
-                        source.for_each_between(lo, hi, |key, several, _| {
-                            let again = seen.test_and_set(key);
-                            let is_shared = again | several;
-                            newly_shared += usize::from(is_shared & !shared.test_and_set_if(key, is_shared));
-                            met_again += usize::from(again);
-                        })?;
-                    }
-                    Ok((shared, newly_shared, met_again))
-                },
-            )
+            .map_init(filters, |local, i| first_pass(i * step, local))
             .collect::<Result<_, IndexError>>()?;
         // A shared key is listed once for each source that lists it: its
         // first listing, plus each meeting again.
-        let keys: usize = first.iter().map(|f| f.1).sum();
-        let incidences: usize = keys + first.iter().map(|f| f.2).sum::<usize>();
+        let scale = |n: usize| (n * ranges).div_ceil(sampled.len().max(1));
+        let keys = scale(sampled.iter().map(|f| f.0).sum());
+        let incidences = keys + scale(sampled.iter().map(|f| f.1).sum());
         let mut filter = KeyFilter::sized_in(keys, ranges);
         let mut masks = SegmentMasks::sized_in(incidences, ranges);
         // Each segment's documents' counts, one after another.
@@ -389,9 +402,10 @@ impl SharedSignatures {
             .words
             .par_chunks_mut(words_per_range)
             .zip(masks.cells.par_chunks_mut(cells_per_range))
-            .zip(first.par_iter())
             .enumerate()
-            .try_for_each(|(range, ((own_words, own_cells), (shared, _, _)))| {
+            .try_for_each_init(filters, |local, (range, (own_words, own_cells))| {
+                first_pass(range, local)?;
+                let shared = &local.1;
                 let (lo, hi) = range_of(range);
                 let (word_base, cell_base) = (range * words_per_range, range * cells_per_range);
                 // Fresh pages: written before any read, so that none is
@@ -1747,7 +1761,8 @@ mod tests {
     }
 
     /// At a million keys in ranges of their own, the filter's size follows
-    /// the shared keys: those counted while building it, not every key.
+    /// the shared keys: those counted while building it, not every key;
+    /// sized from every range or from a sample of them.
     #[test]
     fn the_filter_is_sized_by_the_shared_keys() {
         let spread = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -1756,16 +1771,24 @@ mod tests {
         a.sort_unstable();
         b.sort_unstable();
         let sources: Vec<(KeySource<'_, Vec<u8>>, u8)> = vec![(KeySource::Sorted(&a), 1), (KeySource::Sorted(&b), 2)];
-        let shared = SharedSignatures::of_sources(&sources).unwrap();
-        // 200,000 keys are in both: 37,500 words at 12 bits a key.
-        let words = shared.filter.words.len();
-        assert!((37_500..=39_000).contains(&words), "{words} words");
-        let held = (400_000..600_000).filter(|&k| shared.filter.may_hold(spread(k))).count();
-        assert_eq!(held, 200_000);
-        let alone = (0..400_000).chain(600_000..1_000_000).filter(|&k| shared.filter.may_hold(spread(k))).count();
-        assert!(alone < 8_000, "{alone} of 800,000 keys held alone pass");
-        for k in 400_000..600_000 {
-            assert_eq!(shared.masks.get(spread(k)) & 3, 3);
+        // 200,000 keys are in both: 37,500 words at 12 bits a key; two
+        // cells a key and source: 800,000 cells (in whole blocks of
+        // each range).
+        for (step, words_within, cells_within) in
+            [(1, 37_500..=39_000, 800_000..=870_000), (32, 34_000..=42_000, 720_000..=950_000)]
+        {
+            let shared = SharedSignatures::of_sources_sampled(&sources, step).unwrap();
+            let words = shared.filter.words.len();
+            assert!(words_within.contains(&words), "step {step}: {words} words");
+            let cells = shared.masks.cells.len();
+            assert!(cells_within.contains(&cells), "step {step}: {cells} cells");
+            let held = (400_000..600_000).filter(|&k| shared.filter.may_hold(spread(k))).count();
+            assert_eq!(held, 200_000);
+            let alone = (0..400_000).chain(600_000..1_000_000).filter(|&k| shared.filter.may_hold(spread(k))).count();
+            assert!(alone < 8_000, "step {step}: {alone} of 800,000 keys held alone pass");
+            for k in 400_000..600_000 {
+                assert_eq!(shared.masks.get(spread(k)) & 3, 3);
+            }
         }
     }
 
