@@ -296,6 +296,12 @@ impl SharedSignatures {
     /// Key ranges (by their top bits) built as separate units of work.
     const RANGE_BITS: u32 = 10;
 
+    /// The first and last key of range `range` of the `2^RANGE_BITS`.
+    fn range_bounds(range: usize) -> (u64, u64) {
+        let lo = (range as u64) << (64 - Self::RANGE_BITS);
+        (lo, lo | (u64::MAX >> Self::RANGE_BITS))
+    }
+
     fn build(searcher: &Searcher) -> Result<SharedSignatures, IndexError> {
         use rayon::prelude::*;
         // The pending documents' signatures: a hash in two of them is shared.
@@ -347,10 +353,6 @@ impl SharedSignatures {
         use rayon::prelude::*;
         let ranges = 1usize << Self::RANGE_BITS;
         let step = step.clamp(1, ranges);
-        let range_of = |range: usize| {
-            let lo = (range as u64) << (64 - Self::RANGE_BITS);
-            (lo, lo | (u64::MAX >> Self::RANGE_BITS))
-        };
         // Keys are hash values, so about evenly spread over the ranges.
         let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
         let per_range = (total >> Self::RANGE_BITS) + (total >> (Self::RANGE_BITS + 2)) + 64;
@@ -358,7 +360,7 @@ impl SharedSignatures {
         // The first pass over a range: how many keys it set in `shared`,
         // and how many times a key was met again.
         let first_pass = |range: usize, (seen, shared): &mut (RangeFilter, RangeFilter)| {
-            let (lo, hi) = range_of(range);
+            let (lo, hi) = Self::range_bounds(range);
             seen.clear();
             shared.clear();
             let (mut newly_shared, mut met_again) = (0usize, 0usize);
@@ -406,7 +408,7 @@ impl SharedSignatures {
             .try_for_each_init(filters, |local, (range, (own_words, own_cells))| {
                 first_pass(range, local)?;
                 let shared = &local.1;
-                let (lo, hi) = range_of(range);
+                let (lo, hi) = Self::range_bounds(range);
                 let (word_base, cell_base) = (range * words_per_range, range * cells_per_range);
                 // Fresh pages: written before any read, so that none is
                 // first mapped to the shared zero page and then copied on
@@ -484,14 +486,14 @@ impl RangeFilter {
         self.words.fill(0);
     }
 
+    /// [`KeyFilter::word`] of the key's bits below the range's.
     fn word(&self, key: u64) -> usize {
-        ((u128::from(key << SharedSignatures::RANGE_BITS) * self.words.len() as u128) >> 64) as usize
+        KeyFilter::word_of(self.words.len(), key << SharedSignatures::RANGE_BITS)
     }
 
     /// Whether the filter may hold `key`; no branch on the outcome.
     fn holds(&self, key: u64) -> bool {
-        let mask = KeyFilter::mask(key);
-        self.words.get(self.word(key)).is_none_or(|&word| word & mask == mask)
+        self.words.get(self.word(key)).is_none_or(|&word| KeyFilter::admits(word, key))
     }
 
     /// Sets `key`; returns whether the filter may have held it already.
@@ -502,12 +504,11 @@ impl RangeFilter {
     /// Sets `key` if `set` (with no branch on it); returns whether the
     /// filter may have held it already.
     fn test_and_set_if(&mut self, key: u64, set: bool) -> bool {
-        let mask = KeyFilter::mask(key);
         let w = self.word(key);
         match self.words.get_mut(w) {
             Some(word) => {
-                let held = *word & mask == mask;
-                *word |= mask & 0u64.wrapping_sub(u64::from(set));
+                let held = KeyFilter::admits(*word, key);
+                *word |= KeyFilter::mask(key) & 0u64.wrapping_sub(u64::from(set));
                 held
             }
             None => true,
@@ -541,16 +542,14 @@ impl SegmentMasks {
     /// its own. `None` when a key section is damaged.
     fn of_segments(searcher: &Searcher) -> Option<SegmentMasks> {
         use rayon::prelude::*;
-        let range_bits = SharedSignatures::RANGE_BITS;
-        let ranges = 1usize << range_bits;
+        let ranges = 1usize << SharedSignatures::RANGE_BITS;
         let segments: Vec<_> = searcher.state.segments.values().collect();
         let incidences: usize = segments.iter().map(|l| l.segment.posting_key_count()).sum();
         let mut masks = SegmentMasks::sized_in(incidences, ranges);
         let blocks = masks.cells.len() / Self::BLOCK;
         let per_range = masks.cells.len() / ranges;
         masks.cells.par_chunks_mut(per_range).enumerate().try_for_each(|(range, cells)| {
-            let lo = (range as u64) << (64 - range_bits);
-            let hi = lo | (u64::MAX >> range_bits);
+            let (lo, hi) = SharedSignatures::range_bounds(range);
             let base = range * per_range;
             // A cell outside the range's own (not expected) leaves the
             // masks unbuilt rather than missing a bit.
@@ -1675,7 +1674,7 @@ mod tests {
             // false positives.
             prop_assert!(false_positives * 10 <= alone.len().max(20), "{false_positives} of {}", alone.len());
             // Sized for the shared keys, not for every key: at most the
-            // 256-word floor or about 12 bits a shared key.
+            // floor of a word a range or about 12 bits a shared key.
             let words = shared.filter.words.len();
             let floor = 1 << SharedSignatures::RANGE_BITS;
             prop_assert!(words <= floor || words * 64 <= (expected.len() + 64) * 14, "{words} words, {} keys", expected.len());
