@@ -227,12 +227,16 @@ pub(super) struct SharedSignatures {
     filter: KeyFilter,
     masks: SegmentMasks,
     /// For each document of each segment (from `bases[position]` on), how
-    /// many of its signatures no other document holds, at least: those
-    /// with an inline one-document list that no other source lists. A
-    /// probe for which they alone make the δ1 break certain is done
-    /// without reading its vector.
-    alone: Vec<u32>,
-    /// Where each source's counts start in `alone`, and how many it has.
+    /// many of its signatures no document after it in the join's order
+    /// holds, at least: those with an inline one-document list that no
+    /// other source lists and, when a segment's ordinals ascend in the
+    /// join's order (lengths are |d|), those whose list of several ends
+    /// with it in a segment no other source lists them in. A self-join
+    /// probe asks only for documents after it, so none of them can match
+    /// there: a probe for which they alone make the δ1 break certain is
+    /// done without reading its vector.
+    held_last: Vec<u32>,
+    /// Where each source's counts start in `held_last`, and how many it has.
     bases: Vec<(usize, usize)>,
 }
 
@@ -254,21 +258,31 @@ impl<B: AsRef<[u8]>> Copy for KeySource<'_, B> {}
 
 impl<B: AsRef<[u8]>> KeySource<'_, B> {
     /// Calls `f` with each key in `lo..=hi`, ascending, whether its list
-    /// may hold several documents, and a segment's inline list's only
-    /// document (its ordinal); a damaged key section is an error.
+    /// may hold several documents, a segment's inline list's only document
+    /// (its ordinal), and a segment key's index in its key section (for
+    /// [`Segment::posting_list_max`](super::segment::Segment::posting_list_max));
+    /// a damaged key section, or an error of `f`, is an error.
     #[inline]
-    fn for_each_between(&self, lo: u64, hi: u64, mut f: impl FnMut(u64, bool, Option<u32>)) -> Result<(), IndexError> {
+    fn for_each_between(
+        &self,
+        lo: u64,
+        hi: u64,
+        mut f: impl FnMut(u64, bool, Option<u32>, Option<usize>) -> Result<(), IndexError>,
+    ) -> Result<(), IndexError> {
         match *self {
             KeySource::Segment(segment) => {
-                for key in segment.posting_keys_between(lo, hi) {
+                let mut keys = segment.posting_keys_between(lo, hi);
+                while let Some(key) = keys.next() {
                     let (key, only) = key?;
-                    f(key, only.is_none(), only);
+                    f(key, only.is_none(), only, Some(keys.index()))?;
                 }
             }
             KeySource::Sorted(keys) => {
                 let from = keys.partition_point(|k| k.0 < lo);
                 let to = keys.partition_point(|k| k.0 <= hi);
-                keys[from..to].iter().for_each(|&(key, several)| f(key, several, None));
+                for &(key, several) in &keys[from..to] {
+                    f(key, several, None, None)?;
+                }
             }
         }
         Ok(())
@@ -318,7 +332,13 @@ impl SharedSignatures {
             .map(|(position, loaded)| (KeySource::Segment(&loaded.segment), SegmentMasks::bit(position)))
             .chain([(KeySource::Sorted(&pending), 0)])
             .collect();
-        Self::of_sources(&sources)
+        // A segment's ordinals ascend in (|d|, id), the join's order when
+        // a document's length under the measure is |d|.
+        let ordinal_order = match searcher.signer.config().similarity {
+            Similarity::MultisetJaccard | Similarity::Containment => true,
+            Similarity::SetJaccard => false,
+        };
+        Self::of_sources(&sources, ordinal_order)
     }
 
     /// The filter, masks and counts of `sources`, each with its segment
@@ -327,21 +347,29 @@ impl SharedSignatures {
     /// No merge: for each range of the keys' top bits, a first pass over
     /// every source's keys in the range sets them in a Bloom filter of the
     /// range (`seen`), and those it already held, or whose list holds
-    /// several documents, in another (`shared`). A second pass, while the
-    /// range's keys are still in the core's cache, sets each key that
-    /// `shared` holds in the result, with its source's bit: the range's
-    /// part of the result is its own (small) slice, and counts each key
-    /// `shared` rules out for the only document of its inline list. A key
-    /// two sources list is set in `shared` when the second lists it, so
-    /// every shared key is in the result with the bit of every source that
-    /// lists it, and no key a second document holds is counted; the local
-    /// filters' false positives only add keys and leave out counts. The
+    /// several documents, in another (`shared`), and those it already held
+    /// in a third (`listed_again`). A second pass, while the range's keys
+    /// are still in the core's cache, sets each key that `shared` holds in
+    /// the result, with its source's bit: the range's part of the result
+    /// is its own (small) slice. It counts each key `shared` rules out for
+    /// the only document of its inline list and, with `ordinal_order` (a
+    /// segment's ordinals ascend in the join's order), each key
+    /// `listed_again` rules out for the last ordinal of its list: no
+    /// document after that one holds it. A key two sources list is set in
+    /// `shared` and `listed_again` when the second lists it, so every
+    /// shared key is in the result with the bit of every source that lists
+    /// it, and no key is counted for a document that another source's
+    /// document follows; the local filters' false positives only add keys
+    /// and leave out counts. The
     /// result is sized before: from the first pass over every 32nd range
     /// (keys are hash values, so about evenly spread), or over all of them
     /// for fewer than four million keys.
-    fn of_sources<B: AsRef<[u8]> + Sync>(sources: &[(KeySource<'_, B>, u8)]) -> Result<SharedSignatures, IndexError> {
+    fn of_sources<B: AsRef<[u8]> + Sync>(
+        sources: &[(KeySource<'_, B>, u8)],
+        ordinal_order: bool,
+    ) -> Result<SharedSignatures, IndexError> {
         let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
-        Self::of_sources_sampled(sources, if total < 4 << 20 { 1 } else { 32 })
+        Self::of_sources_sampled(sources, if total < 4 << 20 { 1 } else { 32 }, ordinal_order)
     }
 
     /// [`SharedSignatures::of_sources`], sized by the first pass over every
@@ -349,6 +377,7 @@ impl SharedSignatures {
     fn of_sources_sampled<B: AsRef<[u8]> + Sync>(
         sources: &[(KeySource<'_, B>, u8)],
         step: usize,
+        ordinal_order: bool,
     ) -> Result<SharedSignatures, IndexError> {
         use rayon::prelude::*;
         let ranges = 1usize << Self::RANGE_BITS;
@@ -356,20 +385,28 @@ impl SharedSignatures {
         // Keys are hash values, so about evenly spread over the ranges.
         let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
         let per_range = (total >> Self::RANGE_BITS) + (total >> (Self::RANGE_BITS + 2)) + 64;
-        let filters = || (RangeFilter::sized(per_range), RangeFilter::sized(per_range));
+        let filters = || RangeFilters {
+            seen: RangeFilter::sized(per_range),
+            shared: RangeFilter::sized(per_range),
+            listed_again: RangeFilter::sized(per_range),
+        };
         // The first pass over a range: how many keys it set in `shared`,
         // and how many times a key was met again.
-        let first_pass = |range: usize, (seen, shared): &mut (RangeFilter, RangeFilter)| {
+        let first_pass = |range: usize, local: &mut RangeFilters| {
             let (lo, hi) = Self::range_bounds(range);
+            let RangeFilters { seen, shared, listed_again } = local;
             seen.clear();
             shared.clear();
+            listed_again.clear();
             let (mut newly_shared, mut met_again) = (0usize, 0usize);
             for (source, _) in sources {
-                source.for_each_between(lo, hi, |key, several, _| {
+                source.for_each_between(lo, hi, |key, several, _, _| {
                     let again = seen.test_and_set(key);
                     let is_shared = again | several;
                     newly_shared += usize::from(is_shared & !shared.test_and_set_if(key, is_shared));
+                    listed_again.test_and_set_if(key, again);
                     met_again += usize::from(again);
+                    Ok(())
                 })?;
             }
             Ok::<_, IndexError>((newly_shared, met_again))
@@ -407,7 +444,7 @@ impl SharedSignatures {
             .enumerate()
             .try_for_each_init(filters, |local, (range, (own_words, own_cells))| {
                 first_pass(range, local)?;
-                let shared = &local.1;
+                let RangeFilters { shared, listed_again, .. } = &*local;
                 let (lo, hi) = Self::range_bounds(range);
                 let (word_base, cell_base) = (range * words_per_range, range * cells_per_range);
                 // Fresh pages: written before any read, so that none is
@@ -423,10 +460,26 @@ impl SharedSignatures {
                 }
                 for (&(source, bit), &(base, documents)) in sources.iter().zip(&bases) {
                     let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
-                    source.for_each_between(lo, hi, |key, _, only| {
+                    source.for_each_between(lo, hi, |key, _, only, index| {
                         let held = shared.holds(key);
-                        if let Some(count) = only.and_then(|ordinal| counts.get_mut(ordinal as usize)) {
-                            *count = count.saturating_add(u16::from(!held));
+                        // The document that holds the key last in the
+                        // join's order: the inline list's only one when
+                        // no other source lists the key and `shared`
+                        // rules it out, or (in ordinal order) the last of
+                        // a list no other source has.
+                        let last = if !held {
+                            only
+                        } else if ordinal_order && !listed_again.holds(key) {
+                            match (only, source, index) {
+                                (Some(ordinal), ..) => Some(ordinal),
+                                (None, KeySource::Segment(segment), Some(i)) => segment.posting_list_max(i)?,
+                                _ => None,
+                            }
+                        } else {
+                            None
+                        };
+                        if let Some(count) = last.and_then(|ordinal| counts.get_mut(ordinal as usize)) {
+                            *count = count.saturating_add(1);
                         }
                         // All ones when `shared` holds the key, else zero.
                         let keep = 0u64.wrapping_sub(u64::from(held));
@@ -441,28 +494,38 @@ impl SharedSignatures {
                                 *cell |= bit & keep as u8;
                             }
                         }
+                        Ok(())
                     })?;
                 }
                 Ok::<(), IndexError>(())
             })?;
         let counters: Vec<Vec<u16>> =
             counters.into_iter().map(|c| c.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)).collect();
-        let alone =
+        let held_last =
             (0..documents).map(|d| counters.iter().map(|c| u32::from(c.get(d).copied().unwrap_or(0))).sum()).collect();
-        Ok(SharedSignatures { filter, masks, alone, bases })
+        Ok(SharedSignatures { filter, masks, held_last, bases })
     }
 
     /// How many signatures of the document at `place` (its segment's
-    /// position and its ordinal) no other document holds, at least (0
-    /// for a pending document).
-    fn held_alone(&self, (position, ordinal): (u32, u32)) -> u32 {
+    /// position and its ordinal) no document after it in the join's order
+    /// holds, at least (0 for a pending document).
+    fn held_last(&self, (position, ordinal): (u32, u32)) -> u32 {
         match self.bases.get(position as usize) {
             Some(&(base, documents)) if (ordinal as usize) < documents => {
-                self.alone.get(base + ordinal as usize).copied().unwrap_or(0)
+                self.held_last.get(base + ordinal as usize).copied().unwrap_or(0)
             }
             _ => 0,
         }
     }
+}
+
+/// The Bloom filters of one range of [`SharedSignatures`]' build: the keys
+/// any source lists (`seen`), those several documents may hold (`shared`),
+/// and those a second source lists (`listed_again`).
+struct RangeFilters {
+    seen: RangeFilter,
+    shared: RangeFilter,
+    listed_again: RangeFilter,
 }
 
 /// A Bloom filter of the keys of one range of [`SharedSignatures`]: as
@@ -1456,10 +1519,10 @@ impl Searcher {
                     // The signatures the probe alone holds may make the δ1
                     // break certain before any list, as its query would
                     // find (most probes): done without its vector.
-                    let alone = u64::from(shared.held_alone(place));
-                    if alone > 0 {
+                    let held_last = u64::from(shared.held_last(place));
+                    if held_last > 0 {
                         let window = query_window(measure, probe.length, tau, Some(probe));
-                        if alone >= break_weight(measure, window, probe.length, tau) {
+                        if held_last >= break_weight(measure, window, probe.length, tau) {
                             return Ok(Vec::new());
                         }
                     }
@@ -1654,7 +1717,7 @@ mod tests {
             }
             let with_sources: Vec<(KeySource<'_, Vec<u8>>, u8)> =
                 sources.iter().zip(&bits).map(|(s, &bit)| (KeySource::Sorted(s), bit)).collect();
-            let shared = SharedSignatures::of_sources(&with_sources).unwrap();
+            let shared = SharedSignatures::of_sources(&with_sources, true).unwrap();
             let mut extra_bits = 0;
             for key in &expected {
                 let bits = holding[key];
@@ -1682,12 +1745,15 @@ mod tests {
     }
 
     proptest! {
-        /// Each segment document's count of signatures no other document
-        /// holds (pending ones included) is at most the brute-force count,
-        /// and about equal to it (the filters' false positives only take
-        /// some away).
+        /// Each segment document's count of signatures no document after
+        /// it in the join's order holds (pending ones hold every key they
+        /// list for later) is at most the brute-force count. It is about
+        /// equal (the filters' false positives only take some away) to the
+        /// count the build aims at: with the ordinal order, the keys whose
+        /// every holder is in the document's segment and before it; without
+        /// it, the keys no other document holds.
         #[test]
-        fn the_alone_counts_are_a_lower_bound_and_nearly_exact(
+        fn the_held_last_counts_are_a_lower_bound_and_nearly_exact(
             segments in prop::collection::vec(
                 prop::collection::vec(prop::collection::btree_set(0u64..400, 1..30), 1..12), 1..4),
             pending in prop::collection::vec(prop::collection::btree_set(0u64..400, 1..30), 0..4),
@@ -1716,17 +1782,21 @@ mod tests {
                 })
                 .collect();
             let parsed: Vec<Segment<&[u8]>> = bytes.iter().map(|b| Segment::parse(b.as_slice(), "seg").unwrap()).collect();
-            let mut holders: BTreeMap<u64, u32> = BTreeMap::new();
-            for segment in &parsed {
+            // Each key's holders: (segment position, (length, id)) of each
+            // segment document; `None` for a pending document.
+            type Holder = Option<(usize, (u64, u64))>;
+            let mut holders: BTreeMap<u64, Vec<Holder>> = BTreeMap::new();
+            for (position, segment) in parsed.iter().enumerate() {
                 for ordinal in 0..segment.doc_count() {
+                    let entry = segment.entry(ordinal).unwrap();
                     for &hash in segment.vector(ordinal).unwrap().hashes() {
-                        *holders.entry(hash).or_default() += 1;
+                        holders.entry(hash).or_default().push(Some((position, (entry.length, entry.id))));
                     }
                 }
             }
             for set in &pending {
                 for &k in set {
-                    *holders.entry(spread(k)).or_default() += 1;
+                    holders.entry(spread(k)).or_default().push(None);
                 }
             }
             let mut pending_keys: Vec<u64> = pending.iter().flatten().map(|&k| spread(k)).collect();
@@ -1739,23 +1809,37 @@ mod tests {
                 .map(|(position, segment)| (KeySource::Segment(segment), SegmentMasks::bit(position)))
                 .chain([(KeySource::Sorted(&pending_keys), 0)])
                 .collect();
-            let shared = SharedSignatures::of_sources(&sources).unwrap();
-            let (mut counted, mut truth_total) = (0u64, 0u64);
-            for (position, segment) in parsed.iter().enumerate() {
-                for ordinal in 0..segment.doc_count() {
-                    let vector = segment.vector(ordinal).unwrap();
-                    let truth = vector.hashes().iter().filter(|h| holders[h] == 1).count() as u32;
-                    let got = shared.held_alone((position as u32, ordinal));
-                    prop_assert!(got <= truth, "segment {position}, ordinal {ordinal}: {got} > {truth}");
-                    counted += u64::from(got);
-                    truth_total += u64::from(truth);
+            for ordinal_order in [true, false] {
+                let shared = SharedSignatures::of_sources(&sources, ordinal_order).unwrap();
+                let (mut counted, mut aimed_total) = (0u64, 0u64);
+                for (position, segment) in parsed.iter().enumerate() {
+                    for ordinal in 0..segment.doc_count() {
+                        let entry = segment.entry(ordinal).unwrap();
+                        let me = (entry.length, entry.id);
+                        let (mut truth, mut aimed) = (0u32, 0u32);
+                        for hash in segment.vector(ordinal).unwrap().hashes() {
+                            let others: Vec<_> = holders[hash].iter().filter(|h| **h != Some((position, me))).collect();
+                            let before = |h: &&Holder| h.is_some_and(|(_, at)| at < me);
+                            let last = others.iter().all(before);
+                            truth += u32::from(last);
+                            aimed += u32::from(if ordinal_order {
+                                last && others.iter().all(|h| h.is_some_and(|(p, _)| p == position))
+                            } else {
+                                others.is_empty()
+                            });
+                        }
+                        let got = shared.held_last((position as u32, ordinal));
+                        prop_assert!(got <= truth, "segment {position}, ordinal {ordinal}: {got} > {truth}");
+                        counted += u64::from(got);
+                        aimed_total += u64::from(aimed);
+                    }
                 }
+                prop_assert!(counted * 20 >= aimed_total * 19, "{counted} of {aimed_total}");
+                // Past the segments and for pending documents: nothing.
+                prop_assert_eq!(shared.held_last((parsed.len() as u32, 0)), 0);
+                prop_assert_eq!(shared.held_last((u32::MAX, 0)), 0);
+                prop_assert_eq!(shared.held_last((0, parsed[0].doc_count())), 0);
             }
-            prop_assert!(counted * 20 >= truth_total * 19, "{counted} of {truth_total}");
-            // Past the segments and for pending documents: nothing.
-            prop_assert_eq!(shared.held_alone((parsed.len() as u32, 0)), 0);
-            prop_assert_eq!(shared.held_alone((u32::MAX, 0)), 0);
-            prop_assert_eq!(shared.held_alone((0, parsed[0].doc_count())), 0);
         }
     }
 
@@ -1776,7 +1860,7 @@ mod tests {
         for (step, words_within, cells_within) in
             [(1, 37_500..=39_000, 800_000..=870_000), (32, 34_000..=42_000, 720_000..=950_000)]
         {
-            let shared = SharedSignatures::of_sources_sampled(&sources, step).unwrap();
+            let shared = SharedSignatures::of_sources_sampled(&sources, step, true).unwrap();
             let words = shared.filter.words.len();
             assert!(words_within.contains(&words), "step {step}: {words} words");
             let cells = shared.masks.cells.len();
@@ -1818,11 +1902,12 @@ mod tests {
             vec![(KeySource::Segment(&bad), 1), (KeySource::Segment(&good), 2)],
             vec![(KeySource::Segment(&good), 1), (KeySource::Sorted(&pending), 0), (KeySource::Segment(&bad), 2)],
         ] {
-            let err = SharedSignatures::of_sources(&sources).unwrap_err();
+            let err = SharedSignatures::of_sources(&sources, true).unwrap_err();
             assert!(err.to_string().contains("posting keys not ascending"), "{err}");
         }
         let fine =
-            SharedSignatures::of_sources(&[(KeySource::Segment(&good), 1), (KeySource::Segment(&good), 2)]).unwrap();
+            SharedSignatures::of_sources(&[(KeySource::Segment(&good), 1), (KeySource::Segment(&good), 2)], true)
+                .unwrap();
         assert!(fine.filter.may_hold(5) && fine.filter.may_hold(3 << 62 | 9));
     }
 }

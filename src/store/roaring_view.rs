@@ -209,6 +209,20 @@ impl<'a> RoaringView<'a> {
         total
     }
 
+    /// The largest value, if any: the last one of the last container.
+    pub fn max(&self) -> Option<u32> {
+        let c = self.container(self.count.checked_sub(1)?);
+        let low = match c.kind {
+            Kind::Array => u32::from(u16_at(c.data, c.data.len().checked_sub(2)?)),
+            Kind::Bitmap => {
+                let i = (0..BITMAP_BYTES / 8).rev().find(|&i| c.word(i) != 0)?;
+                64 * i as u32 + 63 - c.word(i).leading_zeros()
+            }
+            Kind::Run => c.run(c.runs().checked_sub(1)?).1,
+        };
+        u32::try_from(c.base + u64::from(low)).ok()
+    }
+
     /// The values in `range`, ascending.
     pub fn iter_in(&self, range: std::ops::Range<u32>) -> Iter<'a> {
         Iter { view: *self, next: 0, start: u64::from(range.start), end: u64::from(range.end), at: At::Between }
@@ -418,6 +432,7 @@ mod tests {
         let bytes = bytes_of(bitmap);
         let view = RoaringView::parse(&bytes).unwrap();
         assert_eq!(view.len(), bitmap.len());
+        assert_eq!(view.max(), bitmap.max());
         for range in ranges {
             let expected: Vec<u32> = bitmap.range(range.clone()).collect();
             assert_eq!(view.iter_in(range.clone()).collect::<Vec<_>>(), expected, "{range:?}");

@@ -761,6 +761,15 @@ impl<'a> PostingList<'a> {
         self.len() == 0
     }
 
+    /// The largest ordinal, if any.
+    pub fn max(&self) -> Option<u32> {
+        match self {
+            PostingList::Single(o) => Some(*o),
+            PostingList::Bitmap(b) => b.max(),
+            PostingList::Packed(p) => p.len().checked_sub(1).map(|i| p.get(i)),
+        }
+    }
+
     /// Whether the list holds `ordinal`.
     pub fn contains(&self, ordinal: u32) -> bool {
         match self {
@@ -1523,6 +1532,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
     }
 
+    /// The largest ordinal of the posting list of key `i` (its index in
+    /// the key section, as [`PostingKeys::index`] gives it).
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for a damaged entry or list.
+    pub fn posting_list_max(&self, i: usize) -> Result<Option<u32>, IndexError> {
+        Ok(self.list_in_place(SectionKind::PostingOffsets, SectionKind::PostingData, i)?.max())
+    }
+
     /// Builds the posting-key directory now rather than at the first
     /// look-up (one pass over the key section; about a byte a key of
     /// memory).
@@ -1659,7 +1677,14 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// when the keys do not ascend.
     pub fn posting_keys_between(&self, lo: u64, hi: u64) -> PostingKeys<'_, B> {
         let keys = self.keys(SectionKind::PostingKeys);
-        PostingKeys { segment: self, iter: keys.iter_from(keys.lower_bound(lo)), hi, last: None, failed: false }
+        PostingKeys {
+            segment: self,
+            iter: keys.iter_from(keys.lower_bound(lo)),
+            hi,
+            last: None,
+            index: 0,
+            failed: false,
+        }
     }
 
     fn lookup(
@@ -1927,10 +1952,18 @@ pub struct PostingKeys<'a, B: AsRef<[u8]>> {
     iter: keys::Iter<'a>,
     hi: u64,
     last: Option<u64>,
+    /// The index of the key last yielded.
+    index: usize,
     failed: bool,
 }
 
 impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
+    /// The index in the key section of the key last yielded, for
+    /// [`Segment::posting_list_max`].
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     /// The next key with its index, checked to ascend; an error is the
     /// last item.
     #[inline]
@@ -1950,6 +1983,7 @@ impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
             return Some(Err(self.segment.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending")));
         }
         self.last = Some(key);
+        self.index = i;
         Some(Ok((i, key)))
     }
 }
