@@ -229,9 +229,9 @@ pub(super) struct SharedSignatures {
     /// For each document of each segment (from `bases[position]` on), how
     /// many of its signatures no document after it in the join's order
     /// holds, at least: those with an inline one-document list that no
-    /// other source lists and, when a segment's ordinals ascend in the
-    /// join's order (lengths are |d|), those whose list of several ends
-    /// with it in a segment no other source lists them in. A self-join
+    /// other source lists, and those whose list of several, in a segment
+    /// no other source lists them in, has it as the member last in that
+    /// order ([`LastInOrder`]). A self-join
     /// probe asks only for documents after it, so none of them can match
     /// there: a probe for which they alone make the δ1 break certain is
     /// done without reading its vector.
@@ -332,13 +332,7 @@ impl SharedSignatures {
             .map(|(position, loaded)| (KeySource::Segment(&loaded.segment), SegmentMasks::bit(position)))
             .chain([(KeySource::Sorted(&pending), 0)])
             .collect();
-        // A segment's ordinals ascend in (|d|, id), the join's order when
-        // a document's length under the measure is |d|.
-        let ordinal_order = match searcher.signer.config().similarity {
-            Similarity::MultisetJaccard | Similarity::Containment => true,
-            Similarity::SetJaccard => false,
-        };
-        Self::of_sources(&sources, ordinal_order)
+        Self::of_sources(&sources, searcher.signer.config().similarity)
     }
 
     /// The filter, masks and counts of `sources`, each with its segment
@@ -352,10 +346,10 @@ impl SharedSignatures {
     /// are still in the core's cache, sets each key that `shared` holds in
     /// the result, with its source's bit: the range's part of the result
     /// is its own (small) slice. It counts each key `shared` rules out for
-    /// the only document of its inline list and, with `ordinal_order` (a
-    /// segment's ordinals ascend in the join's order), each key
-    /// `listed_again` rules out for the last ordinal of its list: no
-    /// document after that one holds it. A key two sources list is set in
+    /// the only document of its inline list, and each key `listed_again`
+    /// rules out for the last ordinal of its list when that document is
+    /// last in the join's order too (see [`LastInOrder`]): no document
+    /// after it holds the key. A key two sources list is set in
     /// `shared` and `listed_again` when the second lists it, so every
     /// shared key is in the result with the bit of every source that lists
     /// it, and no key is counted for a document that another source's
@@ -366,10 +360,10 @@ impl SharedSignatures {
     /// for fewer than four million keys.
     fn of_sources<B: AsRef<[u8]> + Sync>(
         sources: &[(KeySource<'_, B>, u8)],
-        ordinal_order: bool,
+        measure: Similarity,
     ) -> Result<SharedSignatures, IndexError> {
         let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
-        Self::of_sources_sampled(sources, if total < 4 << 20 { 1 } else { 32 }, ordinal_order)
+        Self::of_sources_sampled(sources, if total < 4 << 20 { 1 } else { 32 }, measure)
     }
 
     /// [`SharedSignatures::of_sources`], sized by the first pass over every
@@ -377,7 +371,7 @@ impl SharedSignatures {
     fn of_sources_sampled<B: AsRef<[u8]> + Sync>(
         sources: &[(KeySource<'_, B>, u8)],
         step: usize,
-        ordinal_order: bool,
+        measure: Similarity,
     ) -> Result<SharedSignatures, IndexError> {
         use rayon::prelude::*;
         let ranges = 1usize << Self::RANGE_BITS;
@@ -385,6 +379,8 @@ impl SharedSignatures {
         // Keys are hash values, so about evenly spread over the ranges.
         let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
         let per_range = (total >> Self::RANGE_BITS) + (total >> (Self::RANGE_BITS + 2)) + 64;
+        let last_in_order =
+            sources.iter().map(|(source, _)| LastInOrder::of(source, measure)).collect::<Result<Vec<_>, _>>()?;
         let filters = || RangeFilters {
             seen: RangeFilter::sized(per_range),
             shared: RangeFilter::sized(per_range),
@@ -461,21 +457,25 @@ impl SharedSignatures {
                 if all_counts.is_empty() {
                     all_counts.resize(documents, 0);
                 }
-                for (&(source, bit), &(base, documents)) in sources.iter().zip(&bases) {
+                for ((&(source, bit), &(base, documents)), last_in_order) in
+                    sources.iter().zip(&bases).zip(&last_in_order)
+                {
                     let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
                     source.for_each_between(lo, hi, |key, _, only, index| {
                         let held = shared.holds(key);
                         // The document that holds the key last in the
                         // join's order: the inline list's only one when
                         // no other source lists the key and `shared`
-                        // rules it out, or (in ordinal order) the last of
-                        // a list no other source has.
+                        // rules it out, or the last ordinal of a list no
+                        // other source has, when it is last in that order.
                         let last = if !held {
                             only
-                        } else if ordinal_order && !listed_again.holds(key) {
+                        } else if !listed_again.holds(key) {
                             match (only, source, index) {
                                 (Some(ordinal), ..) => Some(ordinal),
-                                (None, KeySource::Segment(segment), Some(i)) => segment.posting_list_max(i)?,
+                                (None, KeySource::Segment(segment), Some(i)) => {
+                                    last_in_order.last_of(&segment.posting_list_at(i)?)
+                                }
                                 _ => None,
                             }
                         } else {
@@ -518,6 +518,65 @@ impl SharedSignatures {
                 self.held_last.get(base + ordinal as usize).copied().unwrap_or(0)
             }
             _ => 0,
+        }
+    }
+}
+
+/// How to find which holder of a segment's list comes last in the join's
+/// order, (length under the measure, id).
+enum LastInOrder {
+    /// A segment's ordinals ascend in (|d|, id), the join's order when a
+    /// document's length under the measure is |d| (multiset Jaccard): the
+    /// list's last ordinal.
+    Ordinals,
+    /// Under set Jaccard the join orders by (distinct signatures, id): each
+    /// ordinal's place in that order within its segment, the holder with
+    /// the highest found by reading the list (one of at most
+    /// [`LastInOrder::READ_AT_MOST`] ordinals; none for a longer one).
+    Ranked(Vec<u32>),
+}
+
+impl LastInOrder {
+    /// The longest list read for its last holder under set Jaccard: those
+    /// of near-duplicates are short, and a long list's last holder gains
+    /// one signature of its count.
+    const READ_AT_MOST: u64 = 64;
+
+    fn of<B: AsRef<[u8]>>(source: &KeySource<'_, B>, measure: Similarity) -> Result<LastInOrder, IndexError> {
+        let segment = match (measure, source) {
+            (Similarity::MultisetJaccard | Similarity::Containment, _) | (_, KeySource::Sorted(_)) => {
+                return Ok(LastInOrder::Ordinals)
+            }
+            (Similarity::SetJaccard, KeySource::Segment(segment)) => segment,
+        };
+        let mut order = Vec::with_capacity(segment.doc_count() as usize);
+        for ordinal in 0..segment.doc_count() {
+            order.push((segment.distinct_of(ordinal)?, segment.entry(ordinal)?.id, ordinal));
+        }
+        order.sort_unstable();
+        let mut ranks = vec![0u32; order.len()];
+        for (rank, &(.., ordinal)) in order.iter().enumerate() {
+            ranks[ordinal as usize] = rank as u32;
+        }
+        Ok(LastInOrder::Ranked(ranks))
+    }
+
+    /// The holder of `list` last in the join's order, if known (an ordinal
+    /// past the segment's documents makes it unknown).
+    fn last_of(&self, list: &super::segment::PostingList<'_>) -> Option<u32> {
+        match self {
+            LastInOrder::Ordinals => list.max(),
+            LastInOrder::Ranked(ranks) if list.len() <= Self::READ_AT_MOST => {
+                let mut last: Option<(u32, u32)> = None;
+                for ordinal in list.iter_in(0..u32::MAX) {
+                    let rank = *ranks.get(ordinal as usize)?;
+                    if last.is_none_or(|(r, _)| rank > r) {
+                        last = Some((rank, ordinal));
+                    }
+                }
+                last.map(|(_, ordinal)| ordinal)
+            }
+            LastInOrder::Ranked(_) => None,
         }
     }
 }
@@ -1679,7 +1738,7 @@ pub fn explain_vectors(measure: Similarity, a: &SignatureVector, b: &SignatureVe
 
 #[cfg(test)]
 mod tests {
-    use super::{KeySource, SegmentMasks, SharedSignatures};
+    use super::{KeySource, SegmentMasks, SharedSignatures, Similarity};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -1720,7 +1779,7 @@ mod tests {
             }
             let with_sources: Vec<(KeySource<'_, Vec<u8>>, u8)> =
                 sources.iter().zip(&bits).map(|(s, &bit)| (KeySource::Sorted(s), bit)).collect();
-            let shared = SharedSignatures::of_sources(&with_sources, true).unwrap();
+            let shared = SharedSignatures::of_sources(&with_sources, Similarity::MultisetJaccard).unwrap();
             let mut extra_bits = 0;
             for key in &expected {
                 let bits = holding[key];
@@ -1758,7 +1817,7 @@ mod tests {
         #[test]
         fn the_held_last_counts_are_a_lower_bound_and_nearly_exact(
             segments in prop::collection::vec(
-                prop::collection::vec(prop::collection::btree_set(0u64..400, 1..30), 1..12), 1..4),
+                prop::collection::vec(prop::collection::btree_map(0u64..400, 1u32..3, 1..30), 1..12), 1..4),
             pending in prop::collection::vec(prop::collection::btree_set(0u64..400, 1..30), 0..4),
         ) {
             use crate::store::segment::{build_segment, Segment, SegmentDoc};
@@ -1775,7 +1834,7 @@ mod tests {
                             next_id += 1;
                             SegmentDoc {
                                 id: next_id,
-                                vector: SignatureVector::from_pairs(set.iter().map(|&k| (spread(k), 1))),
+                                vector: SignatureVector::from_pairs(set.iter().map(|(&k, &f)| (spread(k), f))),
                                 band_keys: vec![],
                                 fingerprint: crate::hash::Fingerprint(u128::from(next_id)),
                             }
@@ -1785,23 +1844,27 @@ mod tests {
                 })
                 .collect();
             let parsed: Vec<Segment<&[u8]>> = bytes.iter().map(|b| Segment::parse(b.as_slice(), "seg").unwrap()).collect();
-            // Each key's holders: (segment position, (length, id)) of each
-            // segment document; `None` for a pending document.
-            type Holder = Option<(usize, (u64, u64))>;
-            let mut holders: BTreeMap<u64, Vec<Holder>> = BTreeMap::new();
-            for (position, segment) in parsed.iter().enumerate() {
-                for ordinal in 0..segment.doc_count() {
-                    let entry = segment.entry(ordinal).unwrap();
-                    for &hash in segment.vector(ordinal).unwrap().hashes() {
-                        holders.entry(hash).or_default().push(Some((position, (entry.length, entry.id))));
+            // Each key's holders: segment position, ordinal, and (length
+            // under the measure, id) of each segment document; `None` for
+            // a pending document.
+            type Holder = Option<(usize, u32, (u64, u64))>;
+            let holders_under = |measure: Similarity| {
+                let mut holders: BTreeMap<u64, Vec<Holder>> = BTreeMap::new();
+                for (position, segment) in parsed.iter().enumerate() {
+                    for ordinal in 0..segment.doc_count() {
+                        let (vector, id) = (segment.vector(ordinal).unwrap(), segment.entry(ordinal).unwrap().id);
+                        for &hash in vector.hashes() {
+                            holders.entry(hash).or_default().push(Some((position, ordinal, (measure.length(&vector), id))));
+                        }
                     }
                 }
-            }
-            for set in &pending {
-                for &k in set {
-                    holders.entry(spread(k)).or_default().push(None);
+                for set in &pending {
+                    for &k in set {
+                        holders.entry(spread(k)).or_default().push(None);
+                    }
                 }
-            }
+                holders
+            };
             let mut pending_keys: Vec<u64> = pending.iter().flatten().map(|&k| spread(k)).collect();
             pending_keys.sort_unstable();
             let pending_keys: Vec<(u64, bool)> =
@@ -1812,24 +1875,22 @@ mod tests {
                 .map(|(position, segment)| (KeySource::Segment(segment), SegmentMasks::bit(position)))
                 .chain([(KeySource::Sorted(&pending_keys), 0)])
                 .collect();
-            for ordinal_order in [true, false] {
-                let shared = SharedSignatures::of_sources(&sources, ordinal_order).unwrap();
+            for measure in [Similarity::MultisetJaccard, Similarity::SetJaccard] {
+                let holders = holders_under(measure);
+                let shared = SharedSignatures::of_sources(&sources, measure).unwrap();
                 let (mut counted, mut aimed_total) = (0u64, 0u64);
                 for (position, segment) in parsed.iter().enumerate() {
                     for ordinal in 0..segment.doc_count() {
-                        let entry = segment.entry(ordinal).unwrap();
-                        let me = (entry.length, entry.id);
+                        let vector = segment.vector(ordinal).unwrap();
+                        let me = (measure.length(&vector), segment.entry(ordinal).unwrap().id);
                         let (mut truth, mut aimed) = (0u32, 0u32);
-                        for hash in segment.vector(ordinal).unwrap().hashes() {
-                            let others: Vec<_> = holders[hash].iter().filter(|h| **h != Some((position, me))).collect();
-                            let before = |h: &&Holder| h.is_some_and(|(_, at)| at < me);
-                            let last = others.iter().all(before);
+                        for hash in vector.hashes() {
+                            let others: Vec<_> =
+                                holders[hash].iter().filter(|h| **h != Some((position, ordinal, me))).collect();
+                            let last = others.iter().all(|h| h.is_some_and(|(.., at)| at < me));
                             truth += u32::from(last);
-                            aimed += u32::from(if ordinal_order {
-                                last && others.iter().all(|h| h.is_some_and(|(p, _)| p == position))
-                            } else {
-                                others.is_empty()
-                            });
+                            let in_its_segment = others.iter().all(|h| h.is_some_and(|(p, ..)| p == position));
+                            aimed += u32::from(last && in_its_segment);
                         }
                         let got = shared.held_last((position as u32, ordinal));
                         prop_assert!(got <= truth, "segment {position}, ordinal {ordinal}: {got} > {truth}");
@@ -1863,7 +1924,7 @@ mod tests {
         for (step, words_within, cells_within) in
             [(1, 37_500..=39_000, 800_000..=870_000), (32, 34_000..=42_000, 720_000..=950_000)]
         {
-            let shared = SharedSignatures::of_sources_sampled(&sources, step, true).unwrap();
+            let shared = SharedSignatures::of_sources_sampled(&sources, step, Similarity::MultisetJaccard).unwrap();
             let words = shared.filter.words.len();
             assert!(words_within.contains(&words), "step {step}: {words} words");
             let cells = shared.masks.cells.len();
@@ -1905,12 +1966,14 @@ mod tests {
             vec![(KeySource::Segment(&bad), 1), (KeySource::Segment(&good), 2)],
             vec![(KeySource::Segment(&good), 1), (KeySource::Sorted(&pending), 0), (KeySource::Segment(&bad), 2)],
         ] {
-            let err = SharedSignatures::of_sources(&sources, true).unwrap_err();
+            let err = SharedSignatures::of_sources(&sources, Similarity::SetJaccard).unwrap_err();
             assert!(err.to_string().contains("posting keys not ascending"), "{err}");
         }
-        let fine =
-            SharedSignatures::of_sources(&[(KeySource::Segment(&good), 1), (KeySource::Segment(&good), 2)], true)
-                .unwrap();
+        let fine = SharedSignatures::of_sources(
+            &[(KeySource::Segment(&good), 1), (KeySource::Segment(&good), 2)],
+            Similarity::MultisetJaccard,
+        )
+        .unwrap();
         assert!(fine.filter.may_hold(5) && fine.filter.may_hold(3 << 62 | 9));
     }
 }

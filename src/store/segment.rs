@@ -1532,13 +1532,13 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
     }
 
-    /// The largest ordinal of the posting list of key `i` (its index in
-    /// the key section, as [`PostingKeys::index`] gives it).
+    /// The posting list of key `i` (its index in the key section, as
+    /// [`PostingKeys::index`] gives it), read in place.
     ///
     /// # Errors
     /// [`IndexError::Corrupted`] for a damaged entry or list.
-    pub fn posting_list_max(&self, i: usize) -> Result<Option<u32>, IndexError> {
-        Ok(self.list_in_place(SectionKind::PostingOffsets, SectionKind::PostingData, i)?.max())
+    pub fn posting_list_at(&self, i: usize) -> Result<PostingList<'_>, IndexError> {
+        self.list_in_place(SectionKind::PostingOffsets, SectionKind::PostingData, i)
     }
 
     /// Builds the posting-key directory now rather than at the first
@@ -1959,7 +1959,7 @@ pub struct PostingKeys<'a, B: AsRef<[u8]>> {
 
 impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
     /// The index in the key section of the key last yielded, for
-    /// [`Segment::posting_list_max`].
+    /// [`Segment::posting_list_at`].
     pub fn index(&self) -> usize {
         self.index
     }
