@@ -2468,6 +2468,59 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A stored vector's overlap with a query is the measure's, under
+        /// every measure: frequencies from 1 to past a byte (escaped),
+        /// hashes drawn from a small range so that many are shared.
+        #[test]
+        fn stored_overlaps_are_the_measures(
+            docs in proptest::collection::vec(
+                proptest::collection::btree_map(0u64..60, proptest::prop_oneof![1u32..4, 250u32..70_000], 0..40), 1..8),
+            query in proptest::collection::btree_map(0u64..60, proptest::prop_oneof![1u32..4, 250u32..70_000], 1..40),
+        ) {
+            let vectors: Vec<SignatureVector> =
+                docs.iter().map(|d| SignatureVector::from_pairs(d.iter().map(|(&h, &f)| (h, f)))).collect();
+            let docs: Vec<SegmentDoc> = vectors
+                .iter()
+                .enumerate()
+                .map(|(i, v)| SegmentDoc { id: i as u64 + 1, vector: v.clone(), band_keys: vec![], fingerprint: fp(i as u64) })
+                .collect();
+            let bytes = build_segment(3, 0, docs);
+            let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+            let query = SignatureVector::from_pairs(query.iter().map(|(&h, &f)| (h, f)));
+            for (i, vector) in vectors.iter().enumerate() {
+                let ordinal = seg.ordinal_of(i as u64 + 1).unwrap().unwrap();
+                for measure in [Similarity::MultisetJaccard, Similarity::SetJaccard, Similarity::Containment] {
+                    prop_assert_eq!(seg.overlap(ordinal, &query, measure).unwrap(), measure.overlap(&query, vector));
+                }
+            }
+        }
+    }
+
+    /// A stored vector whose hashes do not ascend is a typed error, not a
+    /// wrong overlap.
+    #[test]
+    fn an_unsorted_stored_vector_is_corruption() {
+        let docs = vec![SegmentDoc {
+            id: 1,
+            vector: SignatureVector::from_pairs([(3, 1), (5, 2), (9, 1), (12, 1)]),
+            band_keys: vec![],
+            fingerprint: fp(1),
+        }];
+        let bytes = build_segment(3, 0, docs);
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let (hashes, _, _) = seg.sections[SectionKind::Hashes as usize - 1];
+        let mut damaged = bytes.clone();
+        // 5 and 9 swapped: 3, 9, 5, 12.
+        let (a, b) = damaged[hashes + 8..hashes + 24].split_at_mut(8);
+        a.swap_with_slice(b);
+        let damaged = with_fresh_checksums(&damaged).unwrap();
+        let seg = Segment::parse(damaged.as_slice(), "seg").unwrap();
+        let query = SignatureVector::from_pairs([(3, 1), (9, 1), (12, 1)]);
+        let err = seg.overlap(0, &query, Similarity::MultisetJaccard).unwrap_err();
+        assert!(err.to_string().contains("vector not strictly sorted"), "{err}");
+    }
+
+    proptest::proptest! {
         /// The computed size of a small bitmap is the `roaring` crate's.
         #[test]
         fn small_bitmap_sizes_are_roarings(
