@@ -260,7 +260,7 @@ impl<B: AsRef<[u8]>> KeySource<'_, B> {
     /// Calls `f` with each key in `lo..=hi`, ascending, whether its list
     /// may hold several documents, a segment's inline list's only document
     /// (its ordinal), and a segment key's index in its key section (for
-    /// [`Segment::posting_list_max`](super::segment::Segment::posting_list_max));
+    /// [`Segment::posting_list_at`](super::segment::Segment::posting_list_at));
     /// a damaged key section, or an error of `f`, is an error.
     #[inline]
     fn for_each_between(
@@ -347,9 +347,9 @@ impl SharedSignatures {
     /// the result, with its source's bit: the range's part of the result
     /// is its own (small) slice. It counts each key `shared` rules out for
     /// the only document of its inline list, and each key `listed_again`
-    /// rules out for the last ordinal of its list when that document is
-    /// last in the join's order too (see [`LastInOrder`]): no document
-    /// after it holds the key. A key two sources list is set in
+    /// rules out for the member of its list that comes last in the join's
+    /// order, when [`LastInOrder`] can tell which: no document after it
+    /// holds the key. A key two sources list is set in
     /// `shared` and `listed_again` when the second lists it, so every
     /// shared key is in the result with the bit of every source that lists
     /// it, and no key is counted for a document that another source's
@@ -466,8 +466,8 @@ impl SharedSignatures {
                         // The document that holds the key last in the
                         // join's order: the inline list's only one when
                         // no other source lists the key and `shared`
-                        // rules it out, or the last ordinal of a list no
-                        // other source has, when it is last in that order.
+                        // rules it out, or the member of a list no other
+                        // source has that comes last in that order.
                         let last = if !held {
                             only
                         } else if !listed_again.holds(key) {
