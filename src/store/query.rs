@@ -271,10 +271,9 @@ impl<B: AsRef<[u8]>> KeySource<'_, B> {
     ) -> Result<(), IndexError> {
         match *self {
             KeySource::Segment(segment) => {
-                let mut keys = segment.posting_keys_between(lo, hi);
-                while let Some(key) = keys.next() {
-                    let (key, only) = key?;
-                    f(key, only.is_none(), only, Some(keys.index()))?;
+                for key in segment.posting_keys_between(lo, hi) {
+                    let (key, only, index) = key?;
+                    f(key, only.is_none(), only, Some(index))?;
                 }
             }
             KeySource::Sorted(keys) => {

@@ -1533,7 +1533,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
     }
 
     /// The posting list of key `i` (its index in the key section, as
-    /// [`PostingKeys::index`] gives it), read in place.
+    /// [`PostingKeys`] yields it), read in place.
     ///
     /// # Errors
     /// [`IndexError::Corrupted`] for a damaged entry or list.
@@ -1677,14 +1677,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// when the keys do not ascend.
     pub fn posting_keys_between(&self, lo: u64, hi: u64) -> PostingKeys<'_, B> {
         let keys = self.keys(SectionKind::PostingKeys);
-        PostingKeys {
-            segment: self,
-            iter: keys.iter_from(keys.lower_bound(lo)),
-            hi,
-            last: None,
-            index: 0,
-            failed: false,
-        }
+        PostingKeys { segment: self, iter: keys.iter_from(keys.lower_bound(lo)), hi, last: None, failed: false }
     }
 
     fn lookup(
@@ -1952,18 +1945,10 @@ pub struct PostingKeys<'a, B: AsRef<[u8]>> {
     iter: keys::Iter<'a>,
     hi: u64,
     last: Option<u64>,
-    /// The index of the key last yielded.
-    index: usize,
     failed: bool,
 }
 
 impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
-    /// The index in the key section of the key last yielded, for
-    /// [`Segment::posting_list_at`].
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
     /// The next key with its index, checked to ascend; an error is the
     /// last item.
     #[inline]
@@ -1983,13 +1968,14 @@ impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
             return Some(Err(self.segment.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending")));
         }
         self.last = Some(key);
-        self.index = i;
         Some(Ok((i, key)))
     }
 }
 
 impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
-    type Item = Result<(u64, Option<u32>), IndexError>;
+    /// The key, its inline list's only ordinal, and its index in the key
+    /// section (for [`Segment::posting_list_at`]).
+    type Item = Result<(u64, Option<u32>, usize), IndexError>;
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
@@ -2009,7 +1995,7 @@ impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
             let entry = le_u64(offsets, i * 8);
             (entry & INLINE != 0).then(|| u32::try_from(entry & !INLINE).ok()).flatten()
         };
-        Some(Ok((key, only)))
+        Some(Ok((key, only, i)))
     }
 }
 
@@ -2076,7 +2062,8 @@ mod tests {
         // The key walk names the only document of each inline list.
         let mut walked = 0;
         for item in seg.posting_keys_between(0, u64::MAX) {
-            let (key, only) = item.unwrap();
+            let (key, only, i) = item.unwrap();
+            assert_eq!(seg.posting_list_at(i).unwrap(), seg.posting_list(key).unwrap().unwrap());
             match seg.posting_list(key).unwrap() {
                 Some(PostingList::Single(ordinal)) => assert_eq!(only, Some(ordinal), "{key}"),
                 list => assert_eq!(only, None, "{key}: {list:?}"),
