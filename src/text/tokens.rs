@@ -206,8 +206,9 @@ impl Tokens {
 
     /// [`Self::join_into`] as bytes, not checked again as UTF-8 (they are
     /// whole tokens of a `str` and spaces): what a fingerprint hashes. The
-    /// output is sized once, with [`BLOCK`] bytes of slack, and each token
-    /// is moved as [`move_token`] does.
+    /// output is sized once, with a block of slack past its end, and each
+    /// token is moved a 16-byte block at a time (one block for nearly all
+    /// tokens), then cut to its length.
     pub fn join_bytes_into(&self, bytes: &mut Vec<u8>) {
         let text = self.text.as_bytes();
         let total: usize = self.spans.iter().map(|&(start, end)| (end - start) as usize + 1).sum();
