@@ -52,17 +52,18 @@ for line in sys.stdin:
 # its figures and measures queries and all pairs again (rows "-optimized").
 # COMPARE_TOOLS picks tools (default: all), e.g. COMPARE_TOOLS="neardex gaoya";
 # with COMPARE_APPEND=1 their results join those of earlier invocations.
+# COMPARE_SCHEMES picks the signature kinds of prefix and neardex (default:
+# both), e.g. COMPARE_SCHEMES=spotsigs.
 tools=${COMPARE_TOOLS:-prefix neardex gaoya rensa datasketch}
+schemes=${COMPARE_SCHEMES:-shingles spotsigs}
 wants() { [[ " $tools " == *" $1 "* ]]; }
 for run in $(seq 1 "$runs"); do
-    if wants prefix; then
-        record "$run" "$bin" prefix "$work" shingles
-        record "$run" "$bin" prefix "$work" spotsigs
-    fi
-    if wants neardex; then
-        record "$run" "$bin" neardex "$work" shingles
-        record "$run" "$bin" neardex "$work" spotsigs
-    fi
+    for scheme in $schemes; do
+        if wants prefix; then record "$run" "$bin" prefix "$work" "$scheme"; fi
+    done
+    for scheme in $schemes; do
+        if wants neardex; then record "$run" "$bin" neardex "$work" "$scheme"; fi
+    done
     if wants gaoya; then record "$run" "$bin" gaoya "$work"; fi
     if wants rensa; then record "$run" "$venv/bin/python" "$here/peers.py" "$work" rensa; fi
     if wants datasketch; then record "$run" "$venv/bin/python" "$here/peers.py" "$work" datasketch; fi
