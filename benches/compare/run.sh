@@ -58,11 +58,10 @@ tools=${COMPARE_TOOLS:-prefix neardex gaoya rensa datasketch}
 schemes=${COMPARE_SCHEMES:-shingles spotsigs}
 wants() { [[ " $tools " == *" $1 "* ]]; }
 for run in $(seq 1 "$runs"); do
-    for scheme in $schemes; do
-        if wants prefix; then record "$run" "$bin" prefix "$work" "$scheme"; fi
-    done
-    for scheme in $schemes; do
-        if wants neardex; then record "$run" "$bin" neardex "$work" "$scheme"; fi
+    for tool in prefix neardex; do
+        if wants "$tool"; then
+            for scheme in $schemes; do record "$run" "$bin" "$tool" "$work" "$scheme"; done
+        fi
     done
     if wants gaoya; then record "$run" "$bin" gaoya "$work"; fi
     if wants rensa; then record "$run" "$venv/bin/python" "$here/peers.py" "$work" rensa; fi

@@ -550,7 +550,8 @@ impl LastInOrder {
         };
         let mut order = Vec::with_capacity(segment.doc_count() as usize);
         for ordinal in 0..segment.doc_count() {
-            order.push((segment.distinct_of(ordinal)?, segment.entry(ordinal)?.id, ordinal));
+            let entry = segment.entry(ordinal)?;
+            order.push((entry.distinct(), entry.id, ordinal));
         }
         order.sort_unstable();
         let mut ranks = vec![0u32; order.len()];
@@ -1627,11 +1628,8 @@ impl Searcher {
             for ordinal in 0..segment.doc_count() {
                 let entry = segment.entry(ordinal)?;
                 if !self.state.deleted.contains(&entry.id) {
-                    let length = if measure == Similarity::SetJaccard {
-                        u64::from(segment.distinct_of(ordinal)?)
-                    } else {
-                        entry.length
-                    };
+                    let length =
+                        if measure == Similarity::SetJaccard { u64::from(entry.distinct()) } else { entry.length };
                     probes.push(JoinProbe { probe: After { length, id: entry.id }, place: (position, ordinal) });
                 }
             }

@@ -963,6 +963,13 @@ pub struct SegmentEntry {
     distinct: u32,
 }
 
+impl SegmentEntry {
+    /// The number of distinct signatures (the length under set Jaccard).
+    pub fn distinct(&self) -> u32 {
+        self.distinct
+    }
+}
+
 impl<B: AsRef<[u8]>> Segment<B> {
     /// Where section `kind` starts in the segment's bytes (tests that
     /// damage one).
@@ -1377,7 +1384,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// # Errors
     /// As [`Segment::entry`].
     pub fn distinct_of(&self, ordinal: u32) -> Result<u32, IndexError> {
-        Ok(self.entry(ordinal)?.distinct)
+        Ok(self.entry(ordinal)?.distinct())
     }
 
     /// The signature vector of the document at `ordinal`.
