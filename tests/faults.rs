@@ -142,7 +142,7 @@ fn a_full_disk_is_a_typed_error_and_ingest_resumes_when_space_returns() {
     // No flushes: the disk fills during a commit.
     fill_the_disk(IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() }, true);
     // Flushes on the background thread, which may hit the full disk first.
-    fill_the_disk(IndexOptions { flush_threshold: 5, background_maintenance: true }, false);
+    fill_the_disk(IndexOptions { flush_threshold: 5, background_maintenance: true, ..IndexOptions::default() }, false);
 }
 
 fn fill_the_disk(options: IndexOptions, commit_fails: bool) {
@@ -222,7 +222,7 @@ fn fill_the_disk(options: IndexOptions, commit_fails: bool) {
 /// succeeds.
 #[test]
 fn a_flush_that_fails_writing_its_segment_leaves_no_file() {
-    let options = IndexOptions { flush_threshold: 40, background_maintenance: false };
+    let options = IndexOptions { flush_threshold: 40, background_maintenance: false, ..IndexOptions::default() };
     let setup = || {
         let mem = MemStorage::new();
         let storage = FaultStorage::new(mem, Fault::None);
@@ -273,7 +273,7 @@ fn a_flush_that_fails_writing_its_segment_leaves_no_file() {
 
 #[test]
 fn a_bulk_commit_that_fails_at_any_operation_acknowledges_nothing_and_leaves_no_file() {
-    let options = IndexOptions { flush_threshold: 1000, background_maintenance: false };
+    let options = IndexOptions { flush_threshold: 1000, background_maintenance: false, ..IndexOptions::default() };
     let setup = || {
         let storage = FaultStorage::new(MemStorage::new(), Fault::None);
         let dyn_storage: Arc<dyn Storage> = Arc::new(storage.clone());

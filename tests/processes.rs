@@ -24,7 +24,7 @@ fn child_writer() {
     let Ok(dir) = std::env::var(CHILD_DIR) else { return };
     let prefix = std::env::var(CHILD_PREFIX).unwrap_or_else(|_| "doc".into());
     let background_maintenance = std::env::var_os(CHILD_BACKGROUND).is_some();
-    let options = IndexOptions { flush_threshold: 7, background_maintenance };
+    let options = IndexOptions { flush_threshold: 7, background_maintenance, ..IndexOptions::default() };
     let index = open_when_released(&dir, options);
     for n in 0u64.. {
         let mut w = index.writer().unwrap();

@@ -194,6 +194,60 @@ fn read_only_opener_follows_the_writer_after_reload() {
     assert!(s.get("c").unwrap().is_some());
 }
 
+/// Sizes of the segment files in `dir`.
+fn segment_file_sizes(dir: &std::path::Path) -> Vec<u64> {
+    let mut sizes = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().ends_with(".nds") {
+            sizes.push(entry.metadata().unwrap().len());
+        }
+    }
+    sizes
+}
+
+#[test]
+fn merges_stop_at_the_bound_and_optimize_still_merges_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let texts: Vec<String> =
+        (0..64).map(|i| format!("Story {i:02} is about the {:02} and it has been told.", i % 17)).collect();
+    let add = |index: &Index, i: usize| {
+        let mut w = index.writer().unwrap();
+        w.insert(&format!("k{i}"), Document::Text(&texts[i]), Metadata::default()).unwrap();
+        w.commit().unwrap(); // every commit flushes a one-document segment
+    };
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(1)).unwrap();
+    add(&index, 0);
+    let one = segment_file_sizes(dir.path());
+    assert_eq!(one.len(), 1);
+    drop(index);
+    // Room for eight one-document segments (all about the same size), not
+    // for eight segments of eight documents.
+    let bound = one[0] * 10;
+    let options = IndexOptions { max_merge_bytes: bound, ..small(1) };
+    let index = Index::open_with(dir.path(), options).unwrap();
+    for i in 1..64 {
+        add(&index, i);
+    }
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.documents, stats.segments, stats.pending), (64, 8, 0), "{stats:?}");
+    let sizes = segment_file_sizes(dir.path());
+    assert_eq!(sizes.len(), 8);
+    assert!(sizes.iter().all(|&s| s <= bound && s > one[0]), "{sizes:?}, bound {bound}");
+    assert!(sizes.iter().sum::<u64>() > bound, "the next merge would pass the bound");
+    index.verify().unwrap();
+    let searcher = index.searcher().unwrap();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    for (i, text) in texts.iter().enumerate() {
+        let found = searcher.query(&signer.sign_text(text).vector, Threshold::new(1.0).unwrap()).unwrap();
+        assert!(found.iter().any(|m| searcher.get_by_id(m.id).unwrap().unwrap().key == format!("k{i}")), "k{i}");
+    }
+    // Asked for, `optimize` merges past the bound.
+    index.optimize().unwrap();
+    assert_eq!(index.stats().unwrap().segments, 1);
+    assert_eq!(index.searcher().unwrap().len(), 64);
+}
+
 #[test]
 fn tiered_merging_keeps_segments_logarithmic_and_optimize_drops_deletes() {
     let dir = tempfile::tempdir().unwrap();

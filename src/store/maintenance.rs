@@ -369,23 +369,24 @@ impl Inner {
     }
 
     /// The tiered merge policy: a segment's tier is ⌊log_F(documents)⌋ with
-    /// F = [`MERGE_FACTOR`]; whenever a tier holds F segments, they are
-    /// merged into one (of a higher tier). Fewer than F segments remain per
-    /// tier, and there are ⌈log_F(documents)⌉ tiers: the segment count is
-    /// logarithmic in the number of documents.
+    /// F = [`MERGE_FACTOR`]; whenever a tier holds F segments, its F
+    /// smallest are merged into one (of a higher tier), unless their files
+    /// add up to more than [`IndexOptions::max_merge_bytes`]. Below that
+    /// size fewer than F segments remain per tier, and there are
+    /// ⌈log_F(documents)⌉ tiers: the segment count is logarithmic in the
+    /// number of documents; past it, segments of the largest size the bound
+    /// lets merges make (between `max_merge_bytes / F` and
+    /// `max_merge_bytes`) accumulate.
     pub(super) fn merge_by_policy(&self, writer: WriterLock) -> Result<(), IndexError> {
         loop {
             let state = self.current();
-            let mut tiers: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
-            for (&id, loaded) in &state.segments {
-                let docs = loaded.segment.doc_count().max(1);
-                tiers.entry(docs.ilog(MERGE_FACTOR as u32)).or_default().push((docs, id));
-            }
-            let Some(mut tier) = tiers.into_values().find(|t| t.len() >= MERGE_FACTOR) else {
+            let segments = state
+                .segments
+                .iter()
+                .map(|(&id, loaded)| (id, loaded.segment.doc_count(), loaded.segment.byte_len() as u64));
+            let Some(ids) = policy_merge(segments, self.options.max_merge_bytes) else {
                 return Ok(());
             };
-            tier.sort_unstable();
-            let ids: Vec<u64> = tier.iter().take(MERGE_FACTOR).map(|&(_, id)| id).collect();
             self.merge(&ids, writer)?;
         }
     }
@@ -562,6 +563,24 @@ impl Drop for Unlisted<'_> {
 /// Lists segment `id` in `txn` (step 4 of the flush protocol, shared by
 /// flushes, merges and bulk commits): its manifest record, and
 /// `next_segment_id` advanced past it.
+/// The merge the tiered policy starts next, if any: the [`MERGE_FACTOR`]
+/// smallest segments (by documents, then id) of the lowest tier that holds
+/// that many and whose files add up to at most `max_bytes`. `segments` are
+/// `(id, documents, file bytes)`.
+fn policy_merge(segments: impl Iterator<Item = (u64, u32, u64)>, max_bytes: u64) -> Option<Vec<u64>> {
+    let mut tiers: BTreeMap<u32, Vec<(u32, u64, u64)>> = BTreeMap::new();
+    for (id, docs, bytes) in segments {
+        let docs = docs.max(1);
+        tiers.entry(docs.ilog(MERGE_FACTOR as u32)).or_default().push((docs, id, bytes));
+    }
+    tiers.into_values().filter(|tier| tier.len() >= MERGE_FACTOR).find_map(|mut tier| {
+        tier.sort_unstable();
+        let smallest = &tier[..MERGE_FACTOR];
+        let bytes = smallest.iter().fold(0u64, |sum, &(.., b)| sum.saturating_add(b));
+        (bytes <= max_bytes).then(|| smallest.iter().map(|&(_, id, _)| id).collect())
+    })
+}
+
 fn list_segment(txn: &redb::WriteTransaction, id: u64, record: &SegmentRecord) -> Result<(), IndexError> {
     let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
     manifest.insert(id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;
@@ -711,5 +730,44 @@ impl Drop for Worker {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{policy_merge, MERGE_FACTOR};
+
+    /// `(id, documents, bytes)` of `n` segments from id `first`.
+    fn segments(first: u64, n: u64, docs: u32, bytes: u64) -> Vec<(u64, u32, u64)> {
+        (first..first + n).map(|id| (id, docs, bytes)).collect()
+    }
+
+    #[test]
+    fn the_policy_merges_the_smallest_of_the_lowest_full_tier_within_the_bound() {
+        assert_eq!(MERGE_FACTOR, 8);
+        // Fewer than eight in every tier: nothing.
+        let mut all = segments(1, 7, 1, 100);
+        all.extend(segments(20, 7, 10, 1_000));
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX), None);
+        // Nine in tier 0: the eight smallest by documents, then id (one of
+        // 5 documents, which is still tier 0, is left).
+        let mut all = segments(1, 8, 1, 100);
+        all[0].1 = 5;
+        all.push((9, 2, 150));
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX), Some(vec![2, 3, 4, 5, 6, 7, 8, 9]));
+        // Tiers 0 and 1 full: the lower one first, while it fits the bound.
+        let mut all = segments(1, 8, 1, 100);
+        all.extend(segments(20, 8, 10, 1_000));
+        assert_eq!(policy_merge(all.iter().copied(), 800), Some((1..=8).collect()));
+        // One byte short for tier 0: tier 1 does not fit either.
+        assert_eq!(policy_merge(all.iter().copied(), 799), None);
+        // Tier 0 not full, tier 1 within the bound.
+        let mut all = segments(1, 7, 1, 100);
+        all.extend(segments(20, 9, 10, 1_000));
+        assert_eq!(policy_merge(all.iter().copied(), 8_000), Some((20..28).collect()));
+        assert_eq!(policy_merge(all.iter().copied(), 7_999), None);
+        // Sizes that would overflow a sum saturate instead.
+        let huge = segments(1, 8, 1, u64::MAX / 4);
+        assert_eq!(policy_merge(huge.iter().copied(), u64::MAX - 1), None);
     }
 }

@@ -54,7 +54,8 @@ use crate::similarity::Threshold;
 use crate::vector::SignatureVector;
 
 /// Segments per tier that trigger a merge (see [`Index::optimize`] and the
-/// tiered policy run after every flush).
+/// tiered policy run after every flush, bounded by
+/// [`IndexOptions::max_merge_bytes`]).
 pub const MERGE_FACTOR: usize = 8;
 
 /// Name of the lock file a writer holds.
@@ -72,11 +73,27 @@ pub struct IndexOptions {
     /// threshold is pending: then it waits for the job, so that pending
     /// documents stay bounded); see [`Index::wait_for_maintenance`].
     pub background_maintenance: bool,
+    /// The largest merge the tiered policy starts, in bytes: the summed
+    /// file sizes of the segments it would merge, which bound the merged
+    /// segment's. A merge builds its segment in memory, so this also
+    /// bounds the memory a merge takes (about this much, plus its
+    /// tables). A tier whose [`MERGE_FACTOR`] smallest segments exceed it
+    /// is left as it is: past that size segments accumulate instead of
+    /// growing. [`Index::optimize`], asked for explicitly, merges whatever
+    /// the size.
+    pub max_merge_bytes: u64,
 }
+
+/// The default of [`IndexOptions::max_merge_bytes`]: 4 GiB.
+pub const DEFAULT_MAX_MERGE_BYTES: u64 = 4 << 30;
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        IndexOptions { flush_threshold: 50_000, background_maintenance: false }
+        IndexOptions {
+            flush_threshold: 50_000,
+            background_maintenance: false,
+            max_merge_bytes: DEFAULT_MAX_MERGE_BYTES,
+        }
     }
 }
 
