@@ -75,9 +75,9 @@ pub struct IndexOptions {
     pub background_maintenance: bool,
     /// The largest merge the tiered policy starts, in bytes: the summed
     /// file sizes of the segments it would merge, which bound the merged
-    /// segment's. A merge builds its segment in memory, so this also
-    /// bounds the memory a merge takes (about this much, plus its
-    /// tables). A tier whose [`MERGE_FACTOR`] smallest segments exceed it
+    /// segment's. A merge maps its sources and builds the new segment's
+    /// posting and band tables in memory, so this also bounds the memory a
+    /// merge takes. A tier whose [`MERGE_FACTOR`] smallest segments exceed it
     /// is left as it is: past that size segments accumulate instead of
     /// growing. [`Index::optimize`], asked for explicitly, merges whatever
     /// the size.

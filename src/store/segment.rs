@@ -148,17 +148,64 @@ pub struct SegmentDocRef<'a> {
 
 /// A segment file as the writer produces it: the header and the section
 /// table, then each section 8-aligned. It is kept in parts so that the
-/// file is written without first copying every section into one buffer.
+/// file is written without first copying every section into one buffer,
+/// and its vector sections may be borrowed where the vectors already are
+/// (a merge's sources, a flush's pending documents) rather than copied.
 #[derive(Debug)]
-pub struct SegmentFile {
+pub struct SegmentFile<'a> {
     head: Vec<u8>,
-    sections: Vec<Vec<u8>>,
+    sections: Vec<SectionBytes<'a>>,
+}
+
+/// A section of a [`SegmentFile`], with its CRC32.
+#[derive(Debug)]
+enum SectionBytes<'a> {
+    /// Built in memory.
+    Owned(Vec<u8>, u32),
+    /// Borrowed pieces, one after another.
+    Pieces(Pieces<'a>),
+}
+
+impl SectionBytes<'_> {
+    fn len(&self) -> usize {
+        match self {
+            SectionBytes::Owned(bytes, _) => bytes.len(),
+            SectionBytes::Pieces(pieces) => pieces.len,
+        }
+    }
+
+    fn crc(&self) -> u32 {
+        match self {
+            SectionBytes::Owned(_, crc) => *crc,
+            SectionBytes::Pieces(pieces) => pieces.crc.clone().finalize(),
+        }
+    }
+}
+
+/// The bytes of a section as borrowed pieces, their length and CRC32
+/// taken as they are added.
+#[derive(Debug, Default)]
+pub(super) struct Pieces<'a> {
+    pieces: Vec<&'a [u8]>,
+    len: usize,
+    crc: crc32fast::Hasher,
+}
+
+impl<'a> Pieces<'a> {
+    /// Appends `piece`.
+    pub(super) fn push(&mut self, piece: &'a [u8]) {
+        if !piece.is_empty() {
+            self.crc.update(piece);
+            self.len += piece.len();
+            self.pieces.push(piece);
+        }
+    }
 }
 
 /// Zeros for the alignment padding between sections.
 const PADDING: [u8; 8] = [0; 8];
 
-impl SegmentFile {
+impl<'a> SegmentFile<'a> {
     /// The file's bytes in order, padding included.
     pub fn parts(&self) -> Vec<&[u8]> {
         let mut parts = vec![self.head.as_slice()];
@@ -167,7 +214,10 @@ impl SegmentFile {
             if align8(len) > len {
                 parts.push(&PADDING[..align8(len) - len]);
             }
-            parts.push(section);
+            match section {
+                SectionBytes::Owned(bytes, _) => parts.push(bytes),
+                SectionBytes::Pieces(pieces) => parts.extend_from_slice(&pieces.pieces),
+            }
             len = align8(len) + section.len();
         }
         parts
@@ -175,7 +225,7 @@ impl SegmentFile {
 
     /// The file's length in bytes.
     pub fn len(&self) -> usize {
-        self.parts().iter().map(|p| p.len()).sum()
+        self.sections.iter().fold(self.head.len(), |len, section| align8(len) + section.len())
     }
 
     /// Whether the file is empty (never: the header is always there).
@@ -183,11 +233,16 @@ impl SegmentFile {
         self.len() == 0
     }
 
-    /// The CRC32 of the whole file.
+    /// The CRC32 of the whole file, from the sections' own (no pass over
+    /// their bytes).
     pub fn crc(&self) -> u32 {
         let mut hasher = crc32fast::Hasher::new();
-        for part in self.parts() {
-            hasher.update(part);
+        hasher.update(&self.head);
+        let mut len = self.head.len();
+        for section in &self.sections {
+            hasher.update(&PADDING[..align8(len) - len]);
+            hasher.combine(&crc32fast::Hasher::new_with_initial_len(section.crc(), section.len() as u64));
+            len = align8(len) + section.len();
         }
         hasher.finalize()
     }
@@ -195,6 +250,22 @@ impl SegmentFile {
     /// The file's bytes in one buffer.
     pub fn to_bytes(&self) -> Vec<u8> {
         self.parts().concat()
+    }
+
+    /// The same file with every section in memory, borrowing nothing.
+    pub fn into_owned(self) -> SegmentFile<'static> {
+        let sections = self
+            .sections
+            .into_iter()
+            .map(|section| match section {
+                SectionBytes::Owned(bytes, crc) => SectionBytes::Owned(bytes, crc),
+                SectionBytes::Pieces(pieces) => {
+                    let crc = pieces.crc.finalize();
+                    SectionBytes::Owned(pieces.pieces.concat(), crc)
+                }
+            })
+            .collect();
+        SegmentFile { head: self.head, sections }
     }
 }
 
@@ -206,12 +277,14 @@ pub fn build_segment(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) -> Vec<
 /// Builds a segment file. Documents are ordered by (length, id), so that
 /// ordinal ranges are length ranges. The posting and band tables are built
 /// side by side, each sorted on all cores (rayon).
-pub fn build_segment_file(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) -> SegmentFile {
-    build_segment_file_of(segment_id, bands, docs.iter().map(SegmentDoc::as_ref).collect())
+pub fn build_segment_file(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) -> SegmentFile<'static> {
+    build_segment_file_of(segment_id, bands, docs.iter().map(SegmentDoc::as_ref).collect()).into_owned()
 }
 
-/// [`build_segment_file`] of borrowed documents.
-pub fn build_segment_file_of(segment_id: u64, bands: u32, docs: Vec<SegmentDocRef<'_>>) -> SegmentFile {
+/// [`build_segment_file`] of borrowed documents; the file borrows their
+/// vectors' hashes (on a little-endian machine, where they are the
+/// section's bytes as they are).
+pub fn build_segment_file_of<'a>(segment_id: u64, bands: u32, docs: Vec<SegmentDocRef<'a>>) -> SegmentFile<'a> {
     build(segment_id, bands, docs, EntryWidth::Narrowest)
 }
 
@@ -225,7 +298,7 @@ enum EntryWidth {
     Wide,
 }
 
-fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'_>>, width: EntryWidth) -> SegmentFile {
+fn build<'a>(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'a>>, width: EntryWidth) -> SegmentFile<'a> {
     docs.sort_by_cached_key(|d| (d.vector.total(), d.id));
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
     // (key, ordinal) pairs, sorted and grouped below: 12 bytes an entry,
@@ -233,7 +306,12 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'_>>, width: E
     let total_entries: usize = docs.iter().map(|d| d.vector.distinct() as usize).sum();
     let mut postings: Vec<(u64, u32)> = Vec::with_capacity(total_entries);
     sections[0].reserve_exact(docs.len() * DOC_ENTRY_LEN);
-    sections[2].reserve_exact(total_entries * 8);
+    // The hashes as they are in memory when that is their stored form.
+    let borrow_hashes = cfg!(target_endian = "little");
+    let mut hashes = Pieces::default();
+    if !borrow_hashes {
+        sections[2].reserve_exact(total_entries * 8);
+    }
     sections[3].reserve_exact(total_entries);
     let mut band_buckets: Vec<(u64, u32)> = Vec::with_capacity(docs.len() * bands as usize);
     let mut entries = 0u64;
@@ -251,8 +329,13 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'_>>, width: E
             sections[1].extend_from_slice(&u64::from(ordinal).to_le_bytes());
             last_length = Some(length);
         }
+        if borrow_hashes {
+            hashes.push(bytemuck::cast_slice(doc.vector.hashes()));
+        }
         for (i, (hash, freq)) in doc.vector.iter().enumerate() {
-            sections[2].extend_from_slice(&hash.to_le_bytes());
+            if !borrow_hashes {
+                sections[2].extend_from_slice(&hash.to_le_bytes());
+            }
             push_freq(sections.as_mut_slice(), entries + i as u64, freq);
             postings.push((hash, ordinal));
         }
@@ -265,7 +348,16 @@ fn build(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'_>>, width: E
     let tables = Tables::place(&mut sections, posting_table, band_table);
     let fingerprints = docs.iter().map(|d| d.fingerprint.0).collect();
     let ids = docs.iter().map(|d| d.id).collect();
-    assemble(segment_id, bands, sections, tables, Ordinals { ids, fingerprints, entries }, width)
+    let borrowed = Borrowed { hashes: borrow_hashes.then_some(hashes), freqs: None };
+    assemble(segment_id, bands, sections, borrowed, tables, Ordinals { ids, fingerprints, entries }, width)
+}
+
+/// The vector sections a file borrows instead of holding (their slots in
+/// the owned sections stay empty).
+#[derive(Default)]
+struct Borrowed<'a> {
+    hashes: Option<Pieces<'a>>,
+    freqs: Option<Pieces<'a>>,
 }
 
 /// Appends the frequency of vector entry `entry` to the freqs section: a
@@ -323,14 +415,15 @@ impl Tables {
 /// encodes the entries in the narrowest width that holds them, writes the
 /// frequent, fingerprint and id sections, then the header and section
 /// table.
-fn assemble(
+fn assemble<'a>(
     segment_id: u64,
     bands: u32,
     mut sections: Vec<Vec<u8>>,
+    borrowed: Borrowed<'a>,
     tables: Tables,
     ordinals: Ordinals,
     width: EntryWidth,
-) -> SegmentFile {
+) -> SegmentFile<'a> {
     let Tables { posting_keys, posting_entries, band_keys, band_entries, mut frequent } = tables;
     let Ordinals { ids, fingerprints, entries } = ordinals;
     let doc_count = ids.len();
@@ -392,13 +485,26 @@ fn assemble(
     out.resize(60, 0);
     let header_crc = crc32fast::hash(&out);
     out.extend_from_slice(&header_crc.to_le_bytes());
+    let mut sections: Vec<SectionBytes<'a>> = sections
+        .into_iter()
+        .map(|bytes| {
+            let crc = crc32fast::hash(&bytes);
+            SectionBytes::Owned(bytes, crc)
+        })
+        .collect();
+    for (at, pieces) in [(2, borrowed.hashes), (3, borrowed.freqs)] {
+        if let Some(pieces) = pieces {
+            debug_assert_eq!(sections[at].len(), 0, "a borrowed section is not also built");
+            sections[at] = SectionBytes::Pieces(pieces);
+        }
+    }
     let mut offset = align8(HEADER_LEN + table_len);
-    for (kind, bytes) in SECTIONS.iter().zip(&sections) {
+    for (kind, section) in SECTIONS.iter().zip(&sections) {
         out.extend_from_slice(&(*kind as u32).to_le_bytes());
-        out.extend_from_slice(&crc32fast::hash(bytes).to_le_bytes());
+        out.extend_from_slice(&section.crc().to_le_bytes());
         out.extend_from_slice(&(offset as u64).to_le_bytes());
-        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        offset = align8(offset + bytes.len());
+        out.extend_from_slice(&(section.len() as u64).to_le_bytes());
+        offset = align8(offset + section.len());
     }
     SegmentFile { head: out, sections }
 }
@@ -2113,7 +2219,8 @@ mod tests {
     #[test]
     fn frequencies_past_a_byte_are_escaped() {
         for width in [EntryWidth::Narrowest, EntryWidth::Wide] {
-            let file = build(5, 2, heavy_docs().iter().map(SegmentDoc::as_ref).collect(), width);
+            let heavy = heavy_docs();
+            let file = build(5, 2, heavy.iter().map(SegmentDoc::as_ref).collect(), width);
             let bytes = file.to_bytes();
             let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
             seg.verify().unwrap();

@@ -22,8 +22,8 @@
 //! tables hold); a test checks it.
 
 use super::{
-    assemble, le_u64, EntryWidth, IndexError, Ordinals, PostingList, SectionKind, Segment, SegmentFile, TableWriter,
-    Tables, SECTIONS, SEGMENT_VERSION,
+    assemble, le_u64, Borrowed, EntryWidth, IndexError, Ordinals, Pieces, PostingList, SectionKind, Segment,
+    SegmentFile, TableWriter, Tables, SECTIONS, SEGMENT_VERSION,
 };
 
 /// The merged ordinal of a document that is dropped (deleted).
@@ -66,24 +66,24 @@ pub fn merges_in_place<B: AsRef<[u8]>>(segment: &Segment<B>) -> bool {
 /// [`IndexError::Corrupted`] for a damaged source or one of another band
 /// count; [`IndexError::Incompatible`] for a source of an older format
 /// version (see [`merges_in_place`]).
-pub fn merge_segments<B: AsRef<[u8]> + Sync>(
+pub fn merge_segments<'a, B: AsRef<[u8]> + Sync>(
     segment_id: u64,
     bands: u32,
-    sources: &[&Segment<B>],
+    sources: &[&'a Segment<B>],
     deleted: impl Fn(u64) -> bool,
-) -> Result<Option<SegmentFile>, IndexError> {
+) -> Result<Option<SegmentFile<'a>>, IndexError> {
     merge_in_batches(segment_id, bands, sources, deleted, BATCH_ORDINALS)
 }
 
 /// [`merge_segments`] with batches of about `batch_ordinals` ordinals (the
 /// tests cut small ones).
-fn merge_in_batches<B: AsRef<[u8]> + Sync>(
+fn merge_in_batches<'a, B: AsRef<[u8]> + Sync>(
     segment_id: u64,
     bands: u32,
-    sources: &[&Segment<B>],
+    sources: &[&'a Segment<B>],
     deleted: impl Fn(u64) -> bool,
     batch_ordinals: usize,
-) -> Result<Option<SegmentFile>, IndexError> {
+) -> Result<Option<SegmentFile<'a>>, IndexError> {
     for source in sources {
         if !merges_in_place(source) {
             let supported = MERGES_FROM..=SEGMENT_VERSION;
@@ -113,7 +113,7 @@ fn merge_in_batches<B: AsRef<[u8]> + Sync>(
         maps[p.source as usize][p.ordinal as usize] = new as u32;
     }
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
-    let ordinals = copy_vectors(sources, &placed, &mut sections)?;
+    let (ordinals, borrowed) = copy_vectors(sources, &placed, &mut sections)?;
     let doc_count = placed.len() as u32;
     drop(placed);
     let (postings, band_table) = rayon::join(
@@ -131,33 +131,32 @@ fn merge_in_batches<B: AsRef<[u8]> + Sync>(
         },
     );
     let tables = Tables::place(&mut sections, postings?, band_table?);
-    Ok(Some(assemble(segment_id, bands, sections, tables, ordinals, EntryWidth::Narrowest)))
+    Ok(Some(assemble(segment_id, bands, sections, borrowed, tables, ordinals, EntryWidth::Narrowest)))
 }
 
-/// Writes the docs, lengths, hashes, freqs and escapes sections of the
-/// documents `placed`, in that order, from their sources; returns their
-/// ids, fingerprints and vector entry count.
-fn copy_vectors<B: AsRef<[u8]>>(
-    sources: &[&Segment<B>],
+/// Writes the docs, lengths and escapes sections of the documents
+/// `placed`, in that order, from their sources, and lists their hashes and
+/// frequencies where the sources hold them (stored as they are: a byte
+/// each, 0 for an escaped one); returns their ids, fingerprints and vector
+/// entry count, and those two borrowed sections.
+fn copy_vectors<'a, B: AsRef<[u8]>>(
+    sources: &[&'a Segment<B>],
     placed: &[Placed],
     sections: &mut [Vec<u8>],
-) -> Result<Ordinals, IndexError> {
+) -> Result<(Ordinals, Borrowed<'a>), IndexError> {
     let mut fingerprints_of = Vec::with_capacity(sources.len());
-    let mut total_entries = 0usize;
     for source in sources {
         // A current-version segment has them (checked by the caller).
         fingerprints_of.push(source.fingerprints()?.unwrap_or_default());
-        total_entries += source.section(SectionKind::Hashes).len() / 8;
     }
     sections[0].reserve_exact(placed.len() * super::DOC_ENTRY_LEN);
-    sections[2].reserve_exact(total_entries * 8);
-    sections[3].reserve_exact(total_entries);
+    let (mut hashes_of, mut freqs_of) = (Pieces::default(), Pieces::default());
     let mut ids = Vec::with_capacity(placed.len());
     let mut fingerprints = Vec::with_capacity(placed.len());
     let mut entries = 0u64;
     let mut last_length = None;
     for (new, p) in placed.iter().enumerate() {
-        let source = sources[p.source as usize];
+        let source: &'a Segment<B> = sources[p.source as usize];
         let entry = source.entry(p.ordinal)?;
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
         // In range: `entry` checks it.
@@ -170,23 +169,31 @@ fn copy_vectors<B: AsRef<[u8]>>(
             }
             previous = Some(hash);
         }
+        // Sources of version 4 on: a byte a frequency.
         let freqs = source.freqs_of(first, distinct);
         let mut length = 0u64;
         if freqs.len() == distinct && !freqs.contains(&0) {
-            sections[3].extend_from_slice(freqs);
             length = freqs.iter().map(|&f| u64::from(f)).sum();
         } else {
             for j in 0..distinct {
                 let freq = source.freq_in(freqs, first, j).ok_or_else(|| source.zero_frequency(first + j))?;
                 length += u64::from(freq);
-                super::push_freq(sections, entries + j as u64, freq);
+                if freqs[j] == 0 {
+                    // Escaped: stored as 0 here too, with its new index.
+                    if freq <= super::FREQ_BYTE_MAX {
+                        return Err(source.corrupted(SectionKind::Freqs, first + j, "escaped frequency fits a byte"));
+                    }
+                    sections[13].extend_from_slice(&(entries + j as u64).to_le_bytes());
+                    sections[13].extend_from_slice(&u64::from(freq).to_le_bytes());
+                }
             }
         }
         if length != entry.length {
             let at = p.ordinal as usize * super::DOC_ENTRY_LEN;
             return Err(source.corrupted(SectionKind::Docs, at, "length disagrees"));
         }
-        sections[2].extend_from_slice(hashes);
+        hashes_of.push(hashes);
+        freqs_of.push(freqs);
         let docs = &mut sections[0];
         docs.extend_from_slice(&entry.id.to_le_bytes());
         docs.extend_from_slice(&length.to_le_bytes());
@@ -203,7 +210,8 @@ fn copy_vectors<B: AsRef<[u8]>>(
         let fingerprint = fingerprint.ok_or_else(|| source.corrupted(SectionKind::Fingerprints, 0, "missing"))?;
         fingerprints.push(fingerprint.0);
     }
-    Ok(Ordinals { ids, fingerprints, entries })
+    let borrowed = Borrowed { hashes: Some(hashes_of), freqs: Some(freqs_of) };
+    Ok((Ordinals { ids, fingerprints, entries }, borrowed))
 }
 
 /// Merges one bitmap table (`kinds`: its keys, offsets and data sections)
@@ -335,7 +343,7 @@ fn merge_table<B: AsRef<[u8]>>(
 mod tests {
     use proptest::prelude::*;
 
-    use super::super::{build_segment_file, SegmentDoc};
+    use super::super::{build_segment_file, build_segment_file_of, SegmentDoc};
     use super::*;
     use crate::hash::Fingerprint;
     use crate::vector::SignatureVector;
@@ -370,13 +378,21 @@ mod tests {
             files.iter().map(|f| Segment::parse(f.as_slice(), "src").unwrap()).collect();
         let sources: Vec<&Segment<&[u8]>> = segments.iter().collect();
         let live: Vec<SegmentDoc> = groups.into_iter().flatten().filter(|d| !deleted.contains(&d.id)).collect();
-        let expected = (!live.is_empty()).then(|| build_segment_file(99, 2, live).to_bytes());
+        // The file that borrows its documents' hashes and the one that
+        // holds them have the same bytes, length and checksum.
+        let built = build_segment_file_of(99, 2, live.iter().map(SegmentDoc::as_ref).collect());
+        let expected = (!live.is_empty()).then(|| built.to_bytes());
+        if let Some(bytes) = &expected {
+            assert_eq!((built.len(), built.crc()), (bytes.len(), crc32fast::hash(bytes)));
+            assert_eq!(bytes, &build_segment_file(99, 2, live.clone()).to_bytes());
+        }
         // One batch, and batches down to a few keys each.
         for batch_ordinals in [BATCH_ORDINALS, 64, 1] {
             let merged = merge_in_batches(99, 2, &sources, |id| deleted.contains(&id), batch_ordinals).unwrap();
-            let bytes = merged.map(|file| file.to_bytes());
+            let bytes = merged.as_ref().map(|file| file.to_bytes());
             assert_eq!(bytes, expected, "batches of {batch_ordinals} ordinals");
-            if let Some(bytes) = bytes {
+            if let (Some(file), Some(bytes)) = (merged, bytes) {
+                assert_eq!((file.len(), file.crc()), (bytes.len(), crc32fast::hash(&bytes)));
                 Segment::parse(bytes.as_slice(), "merged").unwrap().verify().unwrap();
             }
         }
