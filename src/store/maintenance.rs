@@ -560,9 +560,6 @@ impl Drop for Unlisted<'_> {
     }
 }
 
-/// Lists segment `id` in `txn` (step 4 of the flush protocol, shared by
-/// flushes, merges and bulk commits): its manifest record, and
-/// `next_segment_id` advanced past it.
 /// The merge the tiered policy starts next, if any: the [`MERGE_FACTOR`]
 /// smallest segments (by documents, then id) of the lowest tier that holds
 /// that many and whose files add up to at most `max_bytes`. `segments` are
@@ -581,6 +578,9 @@ fn policy_merge(segments: impl Iterator<Item = (u64, u32, u64)>, max_bytes: u64)
     })
 }
 
+/// Lists segment `id` in `txn` (step 4 of the flush protocol, shared by
+/// flushes, merges and bulk commits): its manifest record, and
+/// `next_segment_id` advanced past it.
 fn list_segment(txn: &redb::WriteTransaction, id: u64, record: &SegmentRecord) -> Result<(), IndexError> {
     let mut manifest = txn.open_table(MANIFEST).map_err(redb_err("opening manifest"))?;
     manifest.insert(id, record.encode().as_slice()).map_err(redb_err("writing manifest"))?;

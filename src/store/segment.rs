@@ -367,9 +367,15 @@ fn push_freq(sections: &mut [Vec<u8>], entry: u64, freq: u32) {
         sections[3].push(freq as u8);
     } else {
         sections[3].push(0);
-        sections[13].extend_from_slice(&entry.to_le_bytes());
-        sections[13].extend_from_slice(&u64::from(freq).to_le_bytes());
+        push_escape(sections, entry, freq);
     }
+}
+
+/// Appends the escape of vector entry `entry`, whose frequency is past a
+/// byte, to the escapes section.
+fn push_escape(sections: &mut [Vec<u8>], entry: u64, freq: u32) {
+    sections[13].extend_from_slice(&entry.to_le_bytes());
+    sections[13].extend_from_slice(&u64::from(freq).to_le_bytes());
 }
 
 /// What the writer and the merge know of the ordinals when the tables are

@@ -183,8 +183,7 @@ fn copy_vectors<'a, B: AsRef<[u8]>>(
                     if freq <= super::FREQ_BYTE_MAX {
                         return Err(source.corrupted(SectionKind::Freqs, first + j, "escaped frequency fits a byte"));
                     }
-                    sections[13].extend_from_slice(&(entries + j as u64).to_le_bytes());
-                    sections[13].extend_from_slice(&u64::from(freq).to_le_bytes());
+                    super::push_escape(sections, entries + j as u64, freq);
                 }
             }
         }
