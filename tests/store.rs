@@ -86,9 +86,10 @@ fn replace_and_delete_work_in_segments_and_delta() {
     let s = index.searcher().unwrap();
     assert_eq!(s.get("seg1").unwrap(), None);
     assert_eq!(s.get("seg2").unwrap().unwrap().metadata, meta("http://new/"));
-    // Two pending documents reached the threshold of 2: the commit flushed.
+    // Two pending documents reached the threshold of 2: the commit flushed,
+    // and the first segment, both of whose documents are deleted, went.
     let stats = index.stats().unwrap();
-    assert_eq!((stats.documents, stats.deleted, stats.pending, stats.segments), (2, 2, 0, 2));
+    assert_eq!((stats.documents, stats.deleted, stats.pending, stats.segments), (2, 0, 0, 1));
     index.verify().unwrap();
     // A writer dropped without commit changes nothing.
     let mut w = index.writer().unwrap();
@@ -248,10 +249,96 @@ fn merges_stop_at_the_bound_and_optimize_still_merges_everything() {
     assert_eq!(index.searcher().unwrap().len(), 64);
 }
 
+/// The index's pairs at τ = 0.5 against the brute-force self-join of its
+/// live vectors, and its queries against the model (`check`).
+fn check_exact(index: &Index, model: &Model, signer: &Signer) {
+    let searcher = index.searcher().unwrap();
+    check(&searcher, model, signer).unwrap();
+    let mut live = Vec::new();
+    searcher.for_each_live(|id, v| live.push((id, v.clone()))).unwrap();
+    let docs: Vec<(u64, &neardex::SignatureVector)> = live.iter().map(|(id, v)| (*id, v)).collect();
+    let tau = Threshold::new(0.5).unwrap();
+    let mut pairs = Vec::new();
+    searcher.self_join(tau, |p| pairs.push(p)).unwrap();
+    pairs.sort_by_key(|p| (p.a, p.b));
+    let mut expected = oracle::self_join(&docs, signer.config().similarity, tau);
+    expected.sort_by_key(|p| (p.a, p.b));
+    assert_eq!(pairs, expected);
+}
+
+#[test]
+fn segments_past_the_deleted_share_are_rewritten_and_emptied_ones_dropped() {
+    for background in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = Signer::new(SignatureConfig::default()).unwrap();
+        // Commits of 20 documents flush three segments of 20 (A, B, C), too
+        // few for a tier merge.
+        let options = IndexOptions { background_maintenance: background, ..small(20) };
+        assert_eq!(options.max_deleted_percent, 25);
+        let index = Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap();
+        let mut model: Model = BTreeMap::new();
+        for segment in 0..3 {
+            let mut w = index.writer().unwrap();
+            for i in 0..20 {
+                let key = format!("k{}", segment * 20 + i);
+                let text = format!("Story {i} of part {segment} is about the {} and it has been told.", i % 7);
+                w.insert(&key, Document::Text(&text), Metadata::default()).unwrap();
+                model.insert(key, (text, Metadata::default()));
+            }
+            w.commit().unwrap();
+            index.wait_for_maintenance();
+        }
+        let settled = |index: &Index| {
+            index.wait_for_maintenance();
+            assert_eq!(index.maintenance_error(), None);
+            let stats = index.stats().unwrap();
+            (stats.documents, stats.deleted, stats.segments)
+        };
+        assert_eq!(settled(&index), (60, 0, 3));
+        let delete = |index: &Index, model: &mut Model, keys: std::ops::Range<usize>| {
+            let mut w = index.writer().unwrap();
+            for k in keys {
+                assert!(w.delete(&format!("k{k}")).unwrap());
+                model.remove(&format!("k{k}"));
+            }
+            w.commit().unwrap();
+        };
+        // A quarter of A deleted: not more than 25%, so A keeps them.
+        delete(&index, &mut model, 0..5);
+        assert_eq!(settled(&index), (55, 5, 3));
+        let sizes = segment_file_sizes(dir.path());
+        check_exact(&index, &model, &signer);
+        // One more: A is rewritten without its six.
+        delete(&index, &mut model, 5..6);
+        assert_eq!(settled(&index), (54, 0, 3));
+        let after = segment_file_sizes(dir.path());
+        assert!(after.iter().sum::<u64>() < sizes.iter().sum::<u64>(), "{sizes:?} -> {after:?}");
+        check_exact(&index, &model, &signer);
+        // Every document of B: B goes.
+        delete(&index, &mut model, 20..40);
+        assert_eq!(settled(&index), (34, 0, 2));
+        check_exact(&index, &model, &signer);
+        // The counts are rebuilt from the catalog at open: five of C before
+        // a reopen and one after make six.
+        delete(&index, &mut model, 40..45);
+        assert_eq!(settled(&index), (29, 5, 2));
+        drop(index);
+        let index = Index::open_with(dir.path(), options).unwrap();
+        delete(&index, &mut model, 45..46);
+        assert_eq!(settled(&index), (28, 0, 2));
+        index.verify().unwrap();
+        check_exact(&index, &model, &signer);
+        assert_eq!(segment_file_sizes(dir.path()).len(), 2, "rewritten and dropped files are removed");
+    }
+}
+
 #[test]
 fn tiered_merging_keeps_segments_logarithmic_and_optimize_drops_deletes() {
     let dir = tempfile::tempdir().unwrap();
-    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(1)).unwrap();
+    // Deleted documents stay until `optimize` (no segment is rewritten for
+    // its share of them; only segments left without a live document go).
+    let options = IndexOptions { max_deleted_percent: 100, ..small(1) };
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap();
     let texts: Vec<String> =
         (0..150).map(|i| format!("Story {i} is about the {} and it has been told.", i % 17)).collect();
     let mut max_segments = 0;
@@ -265,12 +352,17 @@ fn tiered_merging_keeps_segments_logarithmic_and_optimize_drops_deletes() {
     let bound = (neardex::store::MERGE_FACTOR as u64 - 1) * 3;
     assert!(max_segments <= bound, "{max_segments} segments at once (bound {bound})");
     let old = index.searcher().unwrap();
+    let before = index.stats().unwrap().segments;
     let mut w = index.writer().unwrap();
     for i in (0..150).step_by(3) {
         assert!(w.delete(&format!("k{i}")).unwrap());
     }
     w.commit().unwrap();
-    assert_eq!(index.stats().unwrap().deleted, 50);
+    // One-document segments whose document was deleted went at the commit,
+    // each with its deletion; the other deletions stay.
+    let stats = index.stats().unwrap();
+    assert!(stats.deleted > 0 && stats.segments < before, "{stats:?}");
+    assert_eq!(50 - stats.deleted, before - stats.segments, "{stats:?}");
     index.optimize().unwrap();
     let stats = index.stats().unwrap();
     assert_eq!((stats.documents, stats.deleted, stats.segments, stats.pending), (100, 0, 1, 0));

@@ -233,12 +233,14 @@ impl Inner {
             .filter(|(id, _)| written.binary_search(id).is_err())
             .map(|(k, v)| (*k, Arc::clone(v)))
             .collect();
-        let deleted = if gone.is_empty() {
-            Arc::clone(&guard.deleted)
+        let (deleted, deleted_per_segment) = if gone.is_empty() {
+            (Arc::clone(&guard.deleted), Arc::clone(&guard.deleted_per_segment))
         } else {
+            let mut per_segment = (*guard.deleted_per_segment).clone();
+            per_segment.insert(segment_id, gone.len() as u32);
             let mut deleted = (*guard.deleted).clone();
             deleted.extend(gone);
-            Arc::new(deleted)
+            (Arc::new(deleted), Arc::new(per_segment))
         };
         // The writer's map of pending fingerprints starts afresh with them.
         *lock(&self.delta_fingerprints) = None;
@@ -247,6 +249,7 @@ impl Inner {
             delta_index: DeltaIndex::shared(&delta),
             delta: Arc::new(delta),
             deleted,
+            deleted_per_segment,
             ranks: Arc::default(),
             segment_masks: Arc::default(),
             pinned: None,
@@ -376,15 +379,21 @@ impl Inner {
     /// ⌈log_F(documents)⌉ tiers: the segment count is logarithmic in the
     /// number of documents; past it, segments of the largest size the bound
     /// lets merges make (between `max_merge_bytes / F` and
-    /// `max_merge_bytes`) accumulate.
+    /// `max_merge_bytes`) accumulate. Deletions are dropped by merges; a
+    /// segment with every document deleted goes at once, and one with more
+    /// than [`IndexOptions::max_deleted_percent`] deleted is rewritten on
+    /// its own when no tier merge is due (within the bound).
     pub(super) fn merge_by_policy(&self, writer: WriterLock) -> Result<(), IndexError> {
         loop {
             let state = self.current();
-            let segments = state
-                .segments
-                .iter()
-                .map(|(&id, loaded)| (id, loaded.segment.doc_count(), loaded.segment.byte_len() as u64));
-            let Some(ids) = policy_merge(segments, self.options.max_merge_bytes) else {
+            let segments = state.segments.iter().map(|(&id, loaded)| Sized {
+                id,
+                docs: loaded.segment.doc_count(),
+                bytes: loaded.segment.byte_len() as u64,
+                deleted: state.deleted_per_segment.get(&id).copied().unwrap_or(0),
+            });
+            let Some(ids) = policy_merge(segments, self.options.max_merge_bytes, self.options.max_deleted_percent)
+            else {
                 return Ok(());
             };
             self.merge(&ids, writer)?;
@@ -422,7 +431,10 @@ impl Inner {
         let bands = self.signer.config().minhash.bands;
         // Segments of the current format are merged in place; older ones
         // are decoded and written anew.
-        let file = if segments.iter().all(|l| merges_in_place(&l.segment)) {
+        let file = if moved.is_empty() {
+            // Every document is deleted: the segments just go.
+            None
+        } else if segments.iter().all(|l| merges_in_place(&l.segment)) {
             let sources: Vec<&Segment<SegmentBytes>> = segments.iter().map(|l| &l.segment).collect();
             merge_segments(new_id, bands, &sources, |id| deleted_before.contains(&id))?
         } else {
@@ -488,11 +500,19 @@ impl Inner {
             for id in &dropped {
                 deleted.remove(id);
             }
+            let mut per_segment = (*guard.deleted_per_segment).clone();
+            for id in ids {
+                per_segment.remove(id);
+            }
+            if !late.is_empty() {
+                per_segment.insert(new_id, late.len() as u32);
+            }
             *guard = Arc::new(State {
                 segments,
                 delta: Arc::clone(&guard.delta),
                 delta_index: Arc::clone(&guard.delta_index),
                 deleted: Arc::new(deleted),
+                deleted_per_segment: Arc::new(per_segment),
                 ranks: Arc::default(),
                 segment_masks: Arc::default(),
                 pinned: None,
@@ -560,22 +580,58 @@ impl Drop for Unlisted<'_> {
     }
 }
 
-/// The merge the tiered policy starts next, if any: the [`MERGE_FACTOR`]
-/// smallest segments (by documents, then id) of the lowest tier that holds
-/// that many and whose files add up to at most `max_bytes`. `segments` are
-/// `(id, documents, file bytes)`.
-fn policy_merge(segments: impl Iterator<Item = (u64, u32, u64)>, max_bytes: u64) -> Option<Vec<u64>> {
-    let mut tiers: BTreeMap<u32, Vec<(u32, u64, u64)>> = BTreeMap::new();
-    for (id, docs, bytes) in segments {
-        let docs = docs.max(1);
-        tiers.entry(docs.ilog(MERGE_FACTOR as u32)).or_default().push((docs, id, bytes));
+/// A segment as the merge policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sized {
+    id: u64,
+    /// Documents, deleted ones included.
+    docs: u32,
+    /// File bytes.
+    bytes: u64,
+    /// Deleted documents.
+    deleted: u32,
+}
+
+/// The merge the policy starts next, if any, first of:
+///
+/// - a segment whose every document is deleted (nothing is written, so
+///   the bound does not apply), the smallest id first;
+/// - the [`MERGE_FACTOR`] smallest segments (by documents, then id) of the
+///   lowest tier that holds that many and whose files add up to at most
+///   `max_bytes`;
+/// - the segment with the largest share of deleted documents (then the
+///   smallest id) among those with more than `max_deleted_percent` percent
+///   deleted and a file of at most `max_bytes`, on its own.
+fn policy_merge(segments: impl Iterator<Item = Sized>, max_bytes: u64, max_deleted_percent: u8) -> Option<Vec<u64>> {
+    let segments: Vec<Sized> = segments.collect();
+    if let Some(gone) = segments.iter().filter(|s| s.deleted >= s.docs).map(|s| s.id).min() {
+        return Some(vec![gone]);
     }
-    tiers.into_values().filter(|tier| tier.len() >= MERGE_FACTOR).find_map(|mut tier| {
+    let mut tiers: BTreeMap<u32, Vec<(u32, u64, u64)>> = BTreeMap::new();
+    for s in &segments {
+        let docs = s.docs.max(1);
+        tiers.entry(docs.ilog(MERGE_FACTOR as u32)).or_default().push((docs, s.id, s.bytes));
+    }
+    let tiered = tiers.into_values().filter(|tier| tier.len() >= MERGE_FACTOR).find_map(|mut tier| {
         tier.sort_unstable();
         let smallest = &tier[..MERGE_FACTOR];
         let bytes = smallest.iter().fold(0u64, |sum, &(.., b)| sum.saturating_add(b));
         (bytes <= max_bytes).then(|| smallest.iter().map(|&(_, id, _)| id).collect())
-    })
+    });
+    if tiered.is_some() {
+        return tiered;
+    }
+    // Shares compared exactly: a/b > c/d as a·d > c·b.
+    let over = |s: &&Sized| u64::from(s.deleted) * 100 > u64::from(s.docs) * u64::from(max_deleted_percent);
+    segments
+        .iter()
+        .filter(|s| s.bytes <= max_bytes)
+        .filter(over)
+        .max_by(|a, b| {
+            let share = (u64::from(a.deleted) * u64::from(b.docs)).cmp(&(u64::from(b.deleted) * u64::from(a.docs)));
+            share.then(b.id.cmp(&a.id))
+        })
+        .map(|s| vec![s.id])
 }
 
 /// Lists segment `id` in `txn` (step 4 of the flush protocol, shared by
@@ -735,11 +791,15 @@ impl Drop for Worker {
 
 #[cfg(test)]
 mod tests {
-    use super::{policy_merge, MERGE_FACTOR};
+    use super::{policy_merge, Sized, MERGE_FACTOR};
 
-    /// `(id, documents, bytes)` of `n` segments from id `first`.
-    fn segments(first: u64, n: u64, docs: u32, bytes: u64) -> Vec<(u64, u32, u64)> {
-        (first..first + n).map(|id| (id, docs, bytes)).collect()
+    /// `n` segments from id `first`, none deleted.
+    fn segments(first: u64, n: u64, docs: u32, bytes: u64) -> Vec<Sized> {
+        (first..first + n).map(|id| Sized { id, docs, bytes, deleted: 0 }).collect()
+    }
+
+    fn policy(all: &[Sized], max_bytes: u64) -> Option<Vec<u64>> {
+        policy_merge(all.iter().copied(), max_bytes, 100)
     }
 
     #[test]
@@ -748,26 +808,61 @@ mod tests {
         // Fewer than eight in every tier: nothing.
         let mut all = segments(1, 7, 1, 100);
         all.extend(segments(20, 7, 10, 1_000));
-        assert_eq!(policy_merge(all.iter().copied(), u64::MAX), None);
+        assert_eq!(policy(&all, u64::MAX), None);
         // Nine in tier 0: the eight smallest by documents, then id (one of
         // 5 documents, which is still tier 0, is left).
         let mut all = segments(1, 8, 1, 100);
-        all[0].1 = 5;
-        all.push((9, 2, 150));
-        assert_eq!(policy_merge(all.iter().copied(), u64::MAX), Some(vec![2, 3, 4, 5, 6, 7, 8, 9]));
+        all[0].docs = 5;
+        all.push(Sized { id: 9, docs: 2, bytes: 150, deleted: 0 });
+        assert_eq!(policy(&all, u64::MAX), Some(vec![2, 3, 4, 5, 6, 7, 8, 9]));
         // Tiers 0 and 1 full: the lower one first, while it fits the bound.
         let mut all = segments(1, 8, 1, 100);
         all.extend(segments(20, 8, 10, 1_000));
-        assert_eq!(policy_merge(all.iter().copied(), 800), Some((1..=8).collect()));
+        assert_eq!(policy(&all, 800), Some((1..=8).collect()));
         // One byte short for tier 0: tier 1 does not fit either.
-        assert_eq!(policy_merge(all.iter().copied(), 799), None);
+        assert_eq!(policy(&all, 799), None);
         // Tier 0 not full, tier 1 within the bound.
         let mut all = segments(1, 7, 1, 100);
         all.extend(segments(20, 9, 10, 1_000));
-        assert_eq!(policy_merge(all.iter().copied(), 8_000), Some((20..28).collect()));
-        assert_eq!(policy_merge(all.iter().copied(), 7_999), None);
+        assert_eq!(policy(&all, 8_000), Some((20..28).collect()));
+        assert_eq!(policy(&all, 7_999), None);
         // Sizes that would overflow a sum saturate instead.
         let huge = segments(1, 8, 1, u64::MAX / 4);
-        assert_eq!(policy_merge(huge.iter().copied(), u64::MAX - 1), None);
+        assert_eq!(policy(&huge, u64::MAX - 1), None);
+    }
+
+    #[test]
+    fn the_policy_drops_deleted_segments_and_rewrites_those_past_the_share() {
+        // Four segments of 100 documents: 25 deleted is not more than 25%.
+        let mut all = segments(1, 4, 100, 1_000);
+        all[1].deleted = 25;
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 25), None);
+        // Past 24% it is, and 26 is past 25%.
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 24), Some(vec![2]));
+        all[1].deleted = 26;
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 25), Some(vec![2]));
+        // The largest share first (30 of 100 against 26 of 100), ties by id.
+        all[3].deleted = 30;
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 25), Some(vec![4]));
+        all[2].deleted = 30;
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 25), Some(vec![3]));
+        // Shares, not counts: 20 of 50 is more than 30 of 100.
+        all[0] = Sized { id: 1, docs: 50, bytes: 500, deleted: 20 };
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 25), Some(vec![1]));
+        // Past the bound a segment is not rewritten (its file is the
+        // merge's source bytes); 100% turns the rule off.
+        assert_eq!(policy_merge(all.iter().copied(), 999, 25), Some(vec![1]));
+        assert_eq!(policy_merge(all.iter().copied(), 499, 25), None);
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 100), None);
+        assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 255), None);
+        // A due tier merge comes first.
+        let mut tiered = all.clone();
+        tiered.extend(segments(20, 8, 1, 10));
+        assert_eq!(policy_merge(tiered.iter().copied(), u64::MAX, 25), Some((20..28).collect()));
+        // A segment with every document deleted goes before anything,
+        // whatever the bound and the share allowed.
+        tiered.push(Sized { id: 40, docs: 7, bytes: 5_000, deleted: 7 });
+        tiered.push(Sized { id: 41, docs: 3, bytes: 5_000, deleted: 3 });
+        assert_eq!(policy_merge(tiered.iter().copied(), 0, 100), Some(vec![40]));
     }
 }

@@ -82,10 +82,25 @@ pub struct IndexOptions {
     /// growing. [`Index::optimize`], asked for explicitly, merges whatever
     /// the size.
     pub max_merge_bytes: u64,
+    /// The share of deleted documents, in percent, past which the merge
+    /// policy rewrites a segment on its own to drop them (when its file is
+    /// within `max_merge_bytes`): a segment the tiers do not merge soon,
+    /// one past the bound above all, would otherwise keep its deleted
+    /// documents, their bytes and their posting entries until
+    /// [`Index::optimize`]. Checked after flushes and after every commit
+    /// that deletes (or replaces) a stored document. A segment whose
+    /// documents are all deleted is dropped whatever this says (no file is
+    /// written); 100 or more turns the rest off.
+    pub max_deleted_percent: u8,
 }
 
 /// The default of [`IndexOptions::max_merge_bytes`]: 4 GiB.
 pub const DEFAULT_MAX_MERGE_BYTES: u64 = 4 << 30;
+
+/// The default of [`IndexOptions::max_deleted_percent`]: a segment is
+/// rewritten once more than a quarter of its documents are deleted, so a
+/// deleted document costs at most three rewrites of live ones on average.
+pub const DEFAULT_MAX_DELETED_PERCENT: u8 = 25;
 
 impl Default for IndexOptions {
     fn default() -> Self {
@@ -93,6 +108,7 @@ impl Default for IndexOptions {
             flush_threshold: 50_000,
             background_maintenance: false,
             max_merge_bytes: DEFAULT_MAX_MERGE_BYTES,
+            max_deleted_percent: DEFAULT_MAX_DELETED_PERCENT,
         }
     }
 }
@@ -182,6 +198,10 @@ struct State {
     /// (`delta.rs`).
     delta_index: Arc<RwLock<DeltaIndex>>,
     deleted: Arc<BTreeSet<u64>>,
+    /// How many of `deleted` each segment holds, by segment id (the
+    /// `deleted` table's rows counted by segment): what the merge policy
+    /// weighs. Segments without deleted documents are absent.
+    deleted_per_segment: Arc<BTreeMap<u64, u32>>,
     /// The segments' frequent-list estimates, summed (`query.rs`): built by
     /// the first query that needs them, shared until the segments change.
     ranks: Arc<std::sync::OnceLock<query::Ranks>>,
@@ -635,6 +655,7 @@ impl Index {
             added_fingerprints: DeltaFingerprints::default(),
             removed_pending: Vec::new(),
             newly_deleted: Vec::new(),
+            newly_deleted_per_segment: BTreeMap::new(),
             bulk,
         })
     }
@@ -936,14 +957,18 @@ fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &
     }
     let deleted_table = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
     let mut deleted = BTreeSet::new();
+    let mut deleted_per_segment = BTreeMap::new();
     for row in deleted_table.iter().map_err(redb_err("reading deleted"))? {
-        deleted.insert(row.map_err(redb_err("reading deleted"))?.0.value());
+        let (id, segment) = row.map_err(redb_err("reading deleted"))?;
+        deleted.insert(id.value());
+        *deleted_per_segment.entry(segment.value()).or_insert(0u32) += 1;
     }
     Ok(State {
         segments,
         delta_index: DeltaIndex::shared(&delta),
         delta: Arc::new(delta),
         deleted: Arc::new(deleted),
+        deleted_per_segment: Arc::new(deleted_per_segment),
         ranks: Arc::default(),
         segment_masks: Arc::default(),
         pinned: None,
@@ -974,6 +999,8 @@ pub struct Writer<'a> {
     added_fingerprints: DeltaFingerprints,
     removed_pending: Vec<u64>,
     newly_deleted: Vec<u64>,
+    /// How many of `newly_deleted` each segment holds, by segment id.
+    newly_deleted_per_segment: BTreeMap<u64, u32>,
     /// A bulk writer ([`Index::bulk_writer`]): `added` goes to a segment at
     /// the commit, never to the pending table.
     bulk: bool,
@@ -1154,6 +1181,7 @@ impl Writer<'_> {
             .insert(id, holder)
             .map_err(redb_err("writing deleted"))?;
         self.newly_deleted.push(id);
+        *self.newly_deleted_per_segment.entry(holder).or_insert(0) += 1;
         Ok(true)
     }
 
@@ -1199,19 +1227,28 @@ impl Writer<'_> {
             // searcher of it lives): then its maps are taken and extended in
             // place, and a commit costs its own documents, not the whole
             // delta. A searcher that holds it keeps it; the maps are copied.
-            let State { mut segments, delta, delta_index, deleted, mut ranks, mut segment_masks, .. } =
-                match Arc::try_unwrap(std::mem::take(&mut *guard)) {
-                    Ok(state) => state,
-                    Err(shared) => State {
-                        segments: shared.segments.clone(),
-                        delta: Arc::clone(&shared.delta),
-                        delta_index: Arc::clone(&shared.delta_index),
-                        deleted: Arc::clone(&shared.deleted),
-                        ranks: Arc::clone(&shared.ranks),
-                        segment_masks: Arc::clone(&shared.segment_masks),
-                        pinned: None,
-                    },
-                };
+            let State {
+                mut segments,
+                delta,
+                delta_index,
+                deleted,
+                deleted_per_segment,
+                mut ranks,
+                mut segment_masks,
+                ..
+            } = match Arc::try_unwrap(std::mem::take(&mut *guard)) {
+                Ok(state) => state,
+                Err(shared) => State {
+                    segments: shared.segments.clone(),
+                    delta: Arc::clone(&shared.delta),
+                    delta_index: Arc::clone(&shared.delta_index),
+                    deleted: Arc::clone(&shared.deleted),
+                    deleted_per_segment: Arc::clone(&shared.deleted_per_segment),
+                    ranks: Arc::clone(&shared.ranks),
+                    segment_masks: Arc::clone(&shared.segment_masks),
+                    pinned: None,
+                },
+            };
             let mut delta = Arc::unwrap_or_clone(delta);
             for id in &self.removed_pending {
                 delta.remove(id);
@@ -1233,12 +1270,16 @@ impl Writer<'_> {
                 }
                 delta.extend(added);
             }
-            let deleted = if self.newly_deleted.is_empty() {
-                deleted
+            let (deleted, deleted_per_segment) = if self.newly_deleted.is_empty() {
+                (deleted, deleted_per_segment)
             } else {
                 let mut deleted = Arc::unwrap_or_clone(deleted);
                 deleted.extend(self.newly_deleted.drain(..));
-                Arc::new(deleted)
+                let mut per_segment = Arc::unwrap_or_clone(deleted_per_segment);
+                for (&segment, &count) in &self.newly_deleted_per_segment {
+                    *per_segment.entry(segment).or_insert(0) += count;
+                }
+                (Arc::new(deleted), Arc::new(per_segment))
             };
             let pending = delta.len();
             *guard = Arc::new(State {
@@ -1246,14 +1287,17 @@ impl Writer<'_> {
                 delta: Arc::new(delta),
                 delta_index,
                 deleted,
+                deleted_per_segment,
                 ranks,
                 segment_masks,
                 pinned: None,
             });
             pending
         };
-        if bulk_segment && pending < index.inner.options.flush_threshold {
-            // The new segment may fill a tier: merges, as after a flush.
+        // A new segment may fill a tier, and deletions may leave a segment
+        // to rewrite: merges, as after a flush.
+        let deleted_stored = !self.newly_deleted_per_segment.is_empty();
+        if (bulk_segment || deleted_stored) && pending < index.inner.options.flush_threshold {
             match &index.worker {
                 Some(worker) => worker.request(),
                 None => {
