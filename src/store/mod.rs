@@ -841,12 +841,18 @@ impl Index {
         if keys.len().map_err(redb_err("reading keys"))? != docs.len().map_err(redb_err("reading docs"))? {
             return Err(bad("keys", 0, "keys and documents differ in number"));
         }
+        let mut deleted_per_segment: BTreeMap<u64, u32> = BTreeMap::new();
         for row in deleted.iter().map_err(redb_err("reading deleted"))? {
             let (id, segment_id) = row.map_err(redb_err("reading deleted"))?;
             let count = per_segment
                 .get_mut(&segment_id.value())
                 .ok_or_else(|| bad("deleted", id.value(), "unlisted segment"))?;
             *count += 1;
+            *deleted_per_segment.entry(segment_id.value()).or_default() += 1;
+        }
+        // What the merge policy weighs, kept in memory since the open.
+        if deleted_per_segment != *searcher.state.deleted_per_segment {
+            return Err(bad("deleted", 0, "deleted documents per segment differ from the open index's counts"));
         }
         for (id, count) in per_segment {
             let expected = searcher.state.segments.get(&id).map_or(0, |s| u64::from(s.segment.doc_count()));
