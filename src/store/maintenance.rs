@@ -438,8 +438,8 @@ impl Inner {
             let sources: Vec<&Segment<SegmentBytes>> = segments.iter().map(|l| &l.segment).collect();
             merge_segments(new_id, bands, &sources, |id| deleted_before.contains(&id))?
         } else {
-            let docs = self.decoded_docs(&segments, &deleted_before)?;
-            (!docs.is_empty()).then(|| build_segment_file(new_id, bands, docs))
+            // Not empty: they are the `moved` documents.
+            Some(build_segment_file(new_id, bands, self.decoded_docs(&segments, &deleted_before)?))
         };
         // As in a flush, the file is complete before the transaction begins.
         let written = match file {
