@@ -266,6 +266,24 @@ fn check_exact(index: &Index, model: &Model, signer: &Signer) {
     assert_eq!(pairs, expected);
 }
 
+/// Commits `k0`..`k59` in three commits of twenty (each its own segment
+/// under `small(20)`, maintenance waited for) and returns the model.
+fn commit_three_parts_of_twenty(index: &Index) -> Model {
+    let mut model: Model = BTreeMap::new();
+    for segment in 0..3 {
+        let mut w = index.writer().unwrap();
+        for i in 0..20 {
+            let key = format!("k{}", segment * 20 + i);
+            let text = format!("Story {i} of part {segment} is about the {} and it has been told.", i % 7);
+            w.insert(&key, Document::Text(&text), Metadata::default()).unwrap();
+            model.insert(key, (text, Metadata::default()));
+        }
+        w.commit().unwrap();
+        index.wait_for_maintenance();
+    }
+    model
+}
+
 #[test]
 fn segments_past_the_deleted_share_are_rewritten_and_emptied_ones_dropped() {
     for background in [false, true] {
@@ -276,18 +294,7 @@ fn segments_past_the_deleted_share_are_rewritten_and_emptied_ones_dropped() {
         let options = IndexOptions { background_maintenance: background, ..small(20) };
         assert_eq!(options.max_deleted_percent, 25);
         let index = Index::create_with(dir.path(), SignatureConfig::default(), options).unwrap();
-        let mut model: Model = BTreeMap::new();
-        for segment in 0..3 {
-            let mut w = index.writer().unwrap();
-            for i in 0..20 {
-                let key = format!("k{}", segment * 20 + i);
-                let text = format!("Story {i} of part {segment} is about the {} and it has been told.", i % 7);
-                w.insert(&key, Document::Text(&text), Metadata::default()).unwrap();
-                model.insert(key, (text, Metadata::default()));
-            }
-            w.commit().unwrap();
-            index.wait_for_maintenance();
-        }
+        let mut model = commit_three_parts_of_twenty(&index);
         let settled = |index: &Index| {
             index.wait_for_maintenance();
             assert_eq!(index.maintenance_error(), None);
@@ -330,6 +337,43 @@ fn segments_past_the_deleted_share_are_rewritten_and_emptied_ones_dropped() {
         check_exact(&index, &model, &signer);
         assert_eq!(segment_file_sizes(dir.path()).len(), 2, "rewritten and dropped files are removed");
     }
+}
+
+#[test]
+fn a_segment_past_the_merge_bound_is_rewritten_once_its_live_bytes_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), small(20)).unwrap();
+    let mut model = commit_three_parts_of_twenty(&index);
+    // `optimize` merges whatever the bound: one segment of 60 documents,
+    // reopened with a bound of half its file.
+    index.optimize().unwrap();
+    let size = segment_file_sizes(dir.path());
+    assert_eq!(size.len(), 1);
+    drop(index);
+    let options = IndexOptions { max_merge_bytes: size[0] / 2, ..small(20) };
+    let index = Index::open_with(dir.path(), options).unwrap();
+    let delete = |model: &mut Model, keys: std::ops::Range<usize>| {
+        let mut w = index.writer().unwrap();
+        for k in keys {
+            assert!(w.delete(&format!("k{k}")).unwrap());
+            model.remove(&format!("k{k}"));
+        }
+        w.commit().unwrap();
+        let stats = index.stats().unwrap();
+        (stats.documents, stats.deleted, stats.segments)
+    };
+    // A third deleted is past the 25% share, but two thirds of the file is
+    // past the bound: the deletions stay.
+    assert_eq!(delete(&mut model, 0..20), (40, 20, 1));
+    check_exact(&index, &model, &signer);
+    // 32 of 60 deleted: what a rewrite writes (28/60 of the file) fits.
+    assert_eq!(delete(&mut model, 20..32), (28, 0, 1));
+    let after = segment_file_sizes(dir.path());
+    // (Its fixed parts keep the file from shrinking in proportion.)
+    assert!(after[0] < size[0], "{size:?} -> {after:?}");
+    index.verify().unwrap();
+    check_exact(&index, &model, &signer);
 }
 
 #[test]

@@ -371,10 +371,11 @@ impl Inner {
         Ok(guard)
     }
 
-    /// The tiered merge policy: a segment's tier is ⌊log_F(documents)⌋ with
-    /// F = [`MERGE_FACTOR`]; whenever a tier holds F segments, its F
-    /// smallest are merged into one (of a higher tier), unless their files
-    /// add up to more than [`IndexOptions::max_merge_bytes`]. Below that
+    /// The tiered merge policy: a segment's tier is ⌊log_F(live documents)⌋
+    /// with F = [`MERGE_FACTOR`]; whenever a tier holds F segments, its F
+    /// smallest are merged into one (of a higher tier), unless their live
+    /// bytes (what the merge writes) add up to more than
+    /// [`IndexOptions::max_merge_bytes`]. Below that
     /// size fewer than F segments remain per tier, and there are
     /// ⌈log_F(documents)⌉ tiers: the segment count is logarithmic in the
     /// number of documents; past it, segments of the largest size the bound
@@ -592,16 +593,38 @@ struct Sized {
     deleted: u32,
 }
 
+impl Sized {
+    /// Documents not deleted.
+    fn live(&self) -> u32 {
+        self.docs.saturating_sub(self.deleted)
+    }
+
+    /// What a merge would write of this segment: its file's bytes scaled
+    /// by its share of live documents (a merge drops the deleted ones with
+    /// their vectors and posting entries).
+    fn live_bytes(&self) -> u64 {
+        if self.docs == 0 {
+            return self.bytes;
+        }
+        (u128::from(self.bytes) * u128::from(self.live()) / u128::from(self.docs)) as u64
+    }
+}
+
 /// The merge the policy starts next, if any, first of:
 ///
 /// - a segment whose every document is deleted (nothing is written, so
 ///   the bound does not apply), the smallest id first;
-/// - the [`MERGE_FACTOR`] smallest segments (by documents, then id) of the
-///   lowest tier that holds that many and whose files add up to at most
-///   `max_bytes`;
+/// - the [`MERGE_FACTOR`] smallest segments (by live documents, then id) of
+///   the lowest tier that holds that many and whose live bytes (what the
+///   merge writes: [`Sized::live_bytes`]) add up to at most `max_bytes`;
 /// - the segment with the largest share of deleted documents (then the
 ///   smallest id) among those with more than `max_deleted_percent` percent
-///   deleted and a file of at most `max_bytes`, on its own.
+///   deleted and live bytes of at most `max_bytes`, on its own.
+///
+/// A segment's tier is ⌊log_F(live documents)⌋: deleted documents count
+/// neither in its tier nor in the bound, so a segment made past the bound
+/// (by [`super::Index::optimize`]) is merged again once enough of it is
+/// deleted.
 fn policy_merge(segments: impl Iterator<Item = Sized>, max_bytes: u64, max_deleted_percent: u8) -> Option<Vec<u64>> {
     let segments: Vec<Sized> = segments.collect();
     if let Some(gone) = segments.iter().filter(|s| s.deleted >= s.docs).map(|s| s.id).min() {
@@ -609,8 +632,8 @@ fn policy_merge(segments: impl Iterator<Item = Sized>, max_bytes: u64, max_delet
     }
     let mut tiers: BTreeMap<u32, Vec<(u32, u64, u64)>> = BTreeMap::new();
     for s in &segments {
-        let docs = s.docs.max(1);
-        tiers.entry(docs.ilog(MERGE_FACTOR as u32)).or_default().push((docs, s.id, s.bytes));
+        let live = s.live().max(1);
+        tiers.entry(live.ilog(MERGE_FACTOR as u32)).or_default().push((live, s.id, s.live_bytes()));
     }
     let tiered = tiers.into_values().filter(|tier| tier.len() >= MERGE_FACTOR).find_map(|mut tier| {
         tier.sort_unstable();
@@ -625,7 +648,7 @@ fn policy_merge(segments: impl Iterator<Item = Sized>, max_bytes: u64, max_delet
     let over = |s: &&Sized| u64::from(s.deleted) * 100 > u64::from(s.docs) * u64::from(max_deleted_percent);
     segments
         .iter()
-        .filter(|s| s.bytes <= max_bytes)
+        .filter(|s| s.live_bytes() <= max_bytes)
         .filter(over)
         .max_by(|a, b| {
             let share = (u64::from(a.deleted) * u64::from(b.docs)).cmp(&(u64::from(b.deleted) * u64::from(a.docs)));
@@ -832,6 +855,32 @@ mod tests {
     }
 
     #[test]
+    fn the_policy_weighs_segments_by_their_live_documents() {
+        // Seven of one document, and one of ten with nine deleted: with one
+        // live document it is in tier 0, which is now full.
+        let mut all = segments(1, 7, 1, 100);
+        all.push(Sized { id: 8, docs: 10, bytes: 1_000, deleted: 9 });
+        assert_eq!(policy(&all, u64::MAX), Some((1..=8).collect()));
+        // With eight live documents it is in tier 1 again.
+        all[7].deleted = 2;
+        assert_eq!(policy(&all, u64::MAX), None);
+        // The bound weighs what the merge writes: eight of 1,000 bytes with
+        // half their documents deleted write about 4,000.
+        let mut all = segments(1, 8, 10, 1_000);
+        for s in &mut all {
+            s.deleted = 5;
+        }
+        assert_eq!(policy(&all, 4_000), Some((1..=8).collect()));
+        assert_eq!(policy(&all, 3_999), None);
+        // A segment past the bound (as `optimize` makes them) is rewritten
+        // once enough of it is deleted for its live bytes to fit.
+        let mut big = [Sized { id: 1, docs: 1_000, bytes: 10_000, deleted: 500 }];
+        assert_eq!(policy_merge(big.iter().copied(), 4_000, 25), None);
+        big[0].deleted = 600;
+        assert_eq!(policy_merge(big.iter().copied(), 4_000, 25), Some(vec![1]));
+    }
+
+    #[test]
     fn the_policy_drops_deleted_segments_and_rewrites_those_past_the_share() {
         // Four segments of 100 documents: 25 deleted is not more than 25%.
         let mut all = segments(1, 4, 100, 1_000);
@@ -849,10 +898,11 @@ mod tests {
         // Shares, not counts: 20 of 50 is more than 30 of 100.
         all[0] = Sized { id: 1, docs: 50, bytes: 500, deleted: 20 };
         assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 25), Some(vec![1]));
-        // Past the bound a segment is not rewritten (its file is the
-        // merge's source bytes); 100% turns the rule off.
-        assert_eq!(policy_merge(all.iter().copied(), 999, 25), Some(vec![1]));
-        assert_eq!(policy_merge(all.iter().copied(), 499, 25), None);
+        // A segment whose live bytes (what its rewrite writes: 30 of 50
+        // documents live, 300 of its 500 bytes) are past the bound is not
+        // rewritten; 100% turns the rule off.
+        assert_eq!(policy_merge(all.iter().copied(), 300, 25), Some(vec![1]));
+        assert_eq!(policy_merge(all.iter().copied(), 299, 25), None);
         assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 100), None);
         assert_eq!(policy_merge(all.iter().copied(), u64::MAX, 255), None);
         // A due tier merge comes first.

@@ -74,17 +74,18 @@ pub struct IndexOptions {
     /// documents stay bounded); see [`Index::wait_for_maintenance`].
     pub background_maintenance: bool,
     /// The largest merge the tiered policy starts, in bytes: the summed
-    /// file sizes of the segments it would merge, which bound the merged
+    /// live bytes of the segments it would merge (each file's size scaled
+    /// by its share of documents not deleted), which estimate the merged
     /// segment's. A merge maps its sources and builds the new segment's
     /// posting and band tables in memory, so this also bounds the memory a
     /// merge takes. A tier whose [`MERGE_FACTOR`] smallest segments exceed it
     /// is left as it is: past that size segments accumulate instead of
-    /// growing. [`Index::optimize`], asked for explicitly, merges whatever
-    /// the size.
+    /// growing (until deletions bring them back within it).
+    /// [`Index::optimize`], asked for explicitly, merges whatever the size.
     pub max_merge_bytes: u64,
     /// The share of deleted documents, in percent, past which the merge
-    /// policy rewrites a segment on its own to drop them (when its file is
-    /// within `max_merge_bytes`): a segment the tiers do not merge soon,
+    /// policy rewrites a segment on its own to drop them (when its live
+    /// bytes are within `max_merge_bytes`): a segment the tiers do not merge soon,
     /// one past the bound above all, would otherwise keep its deleted
     /// documents, their bytes and their posting entries until
     /// [`Index::optimize`]. Checked after flushes and after every commit
