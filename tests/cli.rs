@@ -185,6 +185,80 @@ fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
 }
 
 #[test]
+fn query_reads_warc_records_json_lines_and_directories_as_add_does() {
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx]);
+    let pages = dir.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    for name in PAGES {
+        std::fs::copy(Path::new(DEMO).join(name), pages.join(name)).unwrap();
+    }
+    ok(&["add", idx, pages.to_str().unwrap()]);
+    let tau = "0.3";
+    // What a query with each page's file finds.
+    let by_file = |name: &str| {
+        let path = pages.join(name);
+        let found = ok(&["query", idx, "-t", tau, path.to_str().unwrap()]);
+        assert_eq!(found.len(), 1);
+        found[0]["matches"].clone()
+    };
+    // The HTML pages as WARC responses, a revisit of the first, and a
+    // request (not a document): one line per response and revisit.
+    let html: Vec<&str> = PAGES.iter().copied().filter(|p| p.ends_with(".html")).collect();
+    let mut warc = String::new();
+    for (i, name) in html.iter().enumerate() {
+        let page = std::fs::read_to_string(pages.join(name)).unwrap();
+        let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n{page}");
+        let uri = format!("http://example.com/{name}");
+        warc += &warc_record("response", &format!("<urn:uuid:{i}>"), &[("WARC-Target-URI", &uri)], &response);
+    }
+    warc += &warc_record("revisit", "<urn:uuid:again>", &[("WARC-Refers-To", "<urn:uuid:0>")], "");
+    warc += &warc_record("request", "<urn:uuid:get>", &[], "GET / HTTP/1.1\r\n\r\n");
+    let path = dir.path().join("crawl.warc");
+    std::fs::write(&path, warc).unwrap();
+    let lines = ok(&["query", idx, "-t", tau, path.to_str().unwrap()]);
+    assert_eq!(lines.len(), html.len() + 1);
+    for (i, name) in html.iter().enumerate() {
+        assert_eq!(lines[i]["query"], format!("<urn:uuid:{i}>"));
+        assert_eq!(lines[i]["url"], format!("http://example.com/{name}"));
+        assert_eq!(lines[i]["matches"], by_file(name), "{name}");
+    }
+    assert!(!lines[0]["matches"].as_array().unwrap().is_empty());
+    assert_eq!(lines[html.len()]["query"], "<urn:uuid:again>");
+    assert_eq!(lines[html.len()]["matches"], lines[0]["matches"], "a revisit is its target's page");
+    // --top applies to every record.
+    for line in ok(&["query", idx, "-t", tau, "--top", "1", path.to_str().unwrap()]) {
+        assert!(line["matches"].as_array().unwrap().len() <= 1, "{line}");
+    }
+    // A directory: one line per file, in path order, each its file's.
+    let lines = ok(&["query", idx, "-t", tau, pages.to_str().unwrap()]);
+    let mut sorted = PAGES.to_vec();
+    sorted.sort();
+    assert_eq!(lines.len(), sorted.len());
+    for (line, name) in lines.iter().zip(sorted) {
+        assert_eq!(line["query"], pages.join(name).to_str().unwrap());
+        assert_eq!(line["matches"], by_file(name), "{name}");
+    }
+    // JSON Lines: one query per line, keyed by its id field, as a text file.
+    let notes = std::fs::read_to_string(Path::new(DEMO).join("library-notes.txt")).unwrap();
+    let jsonl = dir.path().join("q.jsonl");
+    let line = serde_json::json!({ "name": "notes", "body": notes });
+    std::fs::write(&jsonl, format!("{line}\nnot json\n")).unwrap();
+    let output =
+        neardex(&["query", idx, "-t", tau, "--key-field", "name", "--text-field", "body", jsonl.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let lines = json_lines(&output);
+    assert_eq!(lines.len(), 1);
+    assert_eq!((&lines[0]["query"], &lines[0]["matches"]), (&Value::from("notes"), &by_file("library-notes.txt")));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("neardex: skipped"));
+    // Inputs without a document to query are an error.
+    let empty = dir.path().join("empty.warc");
+    std::fs::write(&empty, warc_record("request", "<urn:uuid:get>", &[], "GET / HTTP/1.1\r\n\r\n")).unwrap();
+    fails(&["query", idx, empty.to_str().unwrap()], 1, "held no document");
+}
+
+#[test]
 fn many_documents_keep_their_order_keys_and_problems() {
     // More documents than one turn of the signing pipeline signs, with bad
     // lines among them: each key gets its own text's signatures, and the
@@ -222,6 +296,18 @@ fn many_documents_keep_their_order_keys_and_problems() {
             found[0]["matches"].as_array().unwrap().iter().filter_map(|m| m["key"].as_str()).collect();
         assert_eq!(keys, vec![format!("k{i}").as_str()], "{found:?}");
     }
+    // The same file as queries: a line per document in input order across
+    // the pipeline's turns, each finding its own key alone.
+    let output = neardex(&["query", idx, "--threshold", "1", jsonl.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let lines = json_lines(&output);
+    assert_eq!(lines.len(), 1_500);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["query"], format!("k{i}"));
+        assert_eq!(line["matches"].as_array().unwrap().len(), 1, "{line}");
+        assert_eq!(line["matches"][0]["key"], format!("k{i}"));
+    }
+    assert_eq!(String::from_utf8_lossy(&output.stderr).matches("neardex: skipped").count(), 4);
 }
 
 #[test]

@@ -1,5 +1,7 @@
-//! `neardex add`: files, directories and standard input as text, HTML,
-//! WARC or JSON Lines, committed in batches.
+//! Reading files, directories and standard input as text, HTML, WARC or
+//! JSON Lines, signing their documents on every core, and handing them in
+//! input order to a [`Sink`]: `neardex add` commits them in batches,
+//! `neardex query` queries the index with each.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -23,10 +25,17 @@ pub enum Format {
     Jsonl,
 }
 
-pub struct AddOptions {
+/// How inputs are read.
+pub struct InputOptions {
     pub format: Format,
+    /// JSON Lines field holding the key.
     pub key_field: String,
+    /// JSON Lines field holding the text.
     pub text_field: String,
+}
+
+pub struct AddOptions {
+    pub input: InputOptions,
     pub replace: bool,
     /// Commit through [`Index::bulk_writer`].
     pub bulk: bool,
@@ -130,9 +139,27 @@ pub fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
-pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Summary, String> {
-    let started = Instant::now();
-    let mut pipeline = Pipeline::new(index, options);
+/// What takes the documents of the inputs, signed, in input order.
+pub trait Sink {
+    /// A document: its key (a file's path, a WARC record's id, a JSON
+    /// line's key field), metadata and signature.
+    fn document(&mut self, key: &str, metadata: Metadata, signature: &DocumentSignature) -> Result<(), String>;
+    /// Something in the input that is not a document, and why.
+    fn skipped(&mut self, reason: String);
+    /// The stored signature of `key`: the target of a WARC revisit record
+    /// not seen earlier in its file.
+    fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String>;
+}
+
+/// Reads every input (files, directories recursively, `-` for standard
+/// input) into `pipeline`, with a progress bar of the files' bytes on a
+/// terminal; stops between documents after Ctrl-C when the caller catches
+/// it ([`crate::progress::catch_interrupt`]).
+pub fn read_inputs<S: Sink>(
+    paths: &[PathBuf],
+    options: &InputOptions,
+    pipeline: &mut Pipeline<S>,
+) -> Result<(), String> {
     let mut all_files = Vec::new();
     for path in paths {
         if path.as_os_str() != "-" {
@@ -141,14 +168,13 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
     }
     let total: u64 = all_files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
     let bar = crate::progress::bytes(total);
-    crate::progress::catch_interrupt();
     for path in paths {
         if crate::progress::interrupted() {
             break;
         }
         if path.as_os_str() == "-" {
             let format = if options.format == Format::Auto { Format::Text } else { options.format };
-            read_documents("-", std::io::stdin().lock(), format, options, &mut pipeline)?;
+            read_documents("-", std::io::stdin().lock(), format, options, pipeline)?;
             continue;
         }
         let mut files = Vec::new();
@@ -160,11 +186,43 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
             let name = file.to_string_lossy().into_owned();
             let opened = std::fs::File::open(&file).map_err(|e| format!("{name}: {e}"))?;
             let input = std::io::BufReader::with_capacity(1 << 20, Counted { inner: opened, bar: &bar });
-            read_documents(&name, input, detect(&file, options.format), options, &mut pipeline)?;
+            read_documents(&name, input, detect(&file, options.format), options, pipeline)?;
         }
     }
-    let summary = pipeline.finish()?;
     bar.finish_and_clear();
+    Ok(())
+}
+
+/// Whether the inputs may hold more than one document: more than one
+/// path, standard input, a directory, or a file read as WARC or JSON Lines.
+pub fn may_hold_many(paths: &[PathBuf], format: Format) -> bool {
+    match paths {
+        [path] => {
+            path.as_os_str() == "-" || path.is_dir() || matches!(detect(path, format), Format::Warc | Format::Jsonl)
+        }
+        _ => paths.len() > 1,
+    }
+}
+
+pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Summary, String> {
+    let started = Instant::now();
+    let inserter = Inserter {
+        batch: Batch {
+            index,
+            writer: None,
+            staged: 0,
+            replace: options.replace,
+            bulk: options.bulk,
+            size: options.batch.max(1),
+        },
+        summary: Summary::default(),
+    };
+    let mut pipeline = Pipeline::new(index.signer().clone(), inserter);
+    crate::progress::catch_interrupt();
+    read_inputs(paths, &options.input, &mut pipeline)?;
+    let mut inserter = pipeline.finish()?;
+    inserter.batch.commit()?;
+    let summary = inserter.summary;
     if crate::progress::interrupted() {
         return Err(format!(
             "interrupted: the {} documents added before Ctrl-C are committed; the rest was not added",
@@ -238,46 +296,22 @@ impl Item {
 const TURN_ITEMS: usize = 512;
 const TURN_BYTES: usize = 16 << 20;
 
-/// Reading, signing and inserting overlapped: each turn signs the items
-/// read since the last one on every core while this thread inserts the
-/// items the last turn signed, in input order, committing every
-/// `AddOptions::batch` documents.
-struct Pipeline<'a> {
+/// Reading, signing and taking overlapped: each turn signs the items read
+/// since the last one on every core while this thread hands the items the
+/// last turn signed to the sink, in input order.
+pub struct Pipeline<S> {
     signer: Signer,
-    inserter: Inserter<'a>,
+    sink: S,
+    /// The current file's signatures by WARC record id (for revisits).
+    seen: HashMap<String, DocumentSignature>,
     unsigned: Vec<Item>,
     unsigned_bytes: usize,
     signed: Vec<Item>,
 }
 
-/// The inserting side: the batch, the summary, and the current file's
-/// signatures by WARC record id (for revisits).
-struct Inserter<'a> {
-    batch: Batch<'a>,
-    summary: Summary,
-    seen: HashMap<String, DocumentSignature>,
-}
-
-impl<'a> Pipeline<'a> {
-    fn new(index: &'a Index, options: &AddOptions) -> Self {
-        Pipeline {
-            signer: index.signer().clone(),
-            inserter: Inserter {
-                batch: Batch {
-                    index,
-                    writer: None,
-                    staged: 0,
-                    replace: options.replace,
-                    bulk: options.bulk,
-                    size: options.batch.max(1),
-                },
-                summary: Summary::default(),
-                seen: HashMap::new(),
-            },
-            unsigned: Vec::new(),
-            unsigned_bytes: 0,
-            signed: Vec::new(),
-        }
+impl<S: Sink> Pipeline<S> {
+    pub fn new(signer: Signer, sink: S) -> Self {
+        Pipeline { signer, sink, seen: HashMap::new(), unsigned: Vec::new(), unsigned_bytes: 0, signed: Vec::new() }
     }
 
     fn push(&mut self, item: Item) -> Result<(), String> {
@@ -292,73 +326,94 @@ impl<'a> Pipeline<'a> {
         Ok(())
     }
 
-    /// Signs the unsigned items on the other threads while this one inserts
-    /// the signed ones.
+    /// Signs the unsigned items on the other threads while this one hands
+    /// the signed ones to the sink.
     fn turn(&mut self) -> Result<(), String> {
         let unsigned = std::mem::take(&mut self.unsigned);
         let signed = std::mem::take(&mut self.signed);
         self.unsigned_bytes = 0;
-        let (signer, inserter) = (&self.signer, &mut self.inserter);
-        let (next, inserted) = std::thread::scope(|scope| {
+        let (signer, sink, seen) = (&self.signer, &mut self.sink, &mut self.seen);
+        let (next, taken) = std::thread::scope(|scope| {
             let signing = scope.spawn(move || {
                 use rayon::prelude::*;
                 unsigned.into_par_iter().map(|item| item.signed(signer)).collect::<Vec<Item>>()
             });
-            let inserted = signed.into_iter().try_for_each(|item| inserter.insert(item));
-            (signing.join(), inserted)
+            let taken = signed.into_iter().try_for_each(|item| deliver(sink, seen, item));
+            (signing.join(), taken)
         });
-        inserted?;
+        taken?;
         self.signed = next.map_err(|_| "a signing thread panicked".to_owned())?;
         Ok(())
     }
 
-    /// Inserts everything still in the pipeline and commits.
-    fn finish(mut self) -> Result<Summary, String> {
+    /// Hands everything still in the pipeline to the sink, and returns it.
+    pub fn finish(mut self) -> Result<S, String> {
         self.turn()?;
         self.turn()?;
-        self.inserter.batch.commit()?;
-        Ok(self.inserter.summary)
+        Ok(self.sink)
     }
 }
 
-impl Inserter<'_> {
-    fn insert(&mut self, item: Item) -> Result<(), String> {
-        let signature = match item.work {
-            Work::Signed(signature) => signature,
-            Work::Revisit { target, at } => {
-                let found = match &target {
-                    Some(t) => match self.seen.get(t) {
-                        Some(s) => Some(s.clone()),
-                        None => stored_signature(self.batch.index, t)?,
-                    },
-                    None => None,
-                };
-                match found {
-                    Some(s) => s,
-                    None => {
-                        self.summary.skipped.push(format!("{at}: revisit of a record not in the index"));
-                        return Ok(());
-                    }
+/// Hands one signed item to `sink`: a revisit as the signature of its
+/// target (from `seen`, the current file's records, or the sink's stored
+/// documents).
+fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, item: Item) -> Result<(), String> {
+    let Item { key, metadata, work } = item;
+    let signature = match work {
+        Work::Signed(signature) => signature,
+        Work::Revisit { target, at } => {
+            let found = match &target {
+                Some(t) => match seen.get(t) {
+                    Some(s) => Some(s.clone()),
+                    None => sink.stored(t)?,
+                },
+                None => None,
+            };
+            match found {
+                Some(s) => s,
+                None => {
+                    sink.skipped(format!("{at}: revisit of a record not in the index"));
+                    return Ok(());
                 }
             }
-            Work::Skip(reason) => {
-                self.summary.skipped.push(reason);
-                return Ok(());
-            }
-            Work::EndOfFile => {
-                self.seen.clear();
-                return Ok(());
-            }
-            Work::Text(_) | Work::Bytes(_) | Work::Html(..) => return Err("an item was not signed".to_owned()),
-        };
-        // Only WARC records may be the target of a revisit later in the
-        // same file.
-        let warc_record = item.metadata.warc_record_id.is_some();
-        self.batch.add(&item.key, &signature, item.metadata, &mut self.summary)?;
-        if warc_record {
-            self.seen.insert(item.key, signature);
         }
-        Ok(())
+        Work::Skip(reason) => {
+            sink.skipped(reason);
+            return Ok(());
+        }
+        Work::EndOfFile => {
+            seen.clear();
+            return Ok(());
+        }
+        Work::Text(_) | Work::Bytes(_) | Work::Html(..) => return Err("an item was not signed".to_owned()),
+    };
+    // Only WARC records may be the target of a revisit later in the
+    // same file.
+    let warc_record = metadata.warc_record_id.is_some();
+    sink.document(&key, metadata, &signature)?;
+    if warc_record {
+        seen.insert(key, signature);
+    }
+    Ok(())
+}
+
+/// The inserting side of `neardex add`: the batch and the summary.
+struct Inserter<'a> {
+    batch: Batch<'a>,
+    summary: Summary,
+}
+
+impl Sink for Inserter<'_> {
+    fn document(&mut self, key: &str, metadata: Metadata, signature: &DocumentSignature) -> Result<(), String> {
+        self.batch.add(key, signature, metadata, &mut self.summary)
+    }
+
+    fn skipped(&mut self, reason: String) {
+        self.summary.skipped.push(reason);
+    }
+
+    fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
+        stored_signature(self.batch.index, key)
     }
 }
 
@@ -383,8 +438,8 @@ fn read_documents(
     name: &str,
     mut input: impl std::io::BufRead,
     format: Format,
-    options: &AddOptions,
-    pipeline: &mut Pipeline<'_>,
+    options: &InputOptions,
+    pipeline: &mut Pipeline<impl Sink>,
 ) -> Result<(), String> {
     let mut whole = || {
         let mut bytes = Vec::new();
@@ -403,8 +458,8 @@ fn read_documents(
 fn read_jsonl(
     name: &str,
     input: impl std::io::BufRead,
-    options: &AddOptions,
-    pipeline: &mut Pipeline<'_>,
+    options: &InputOptions,
+    pipeline: &mut Pipeline<impl Sink>,
 ) -> Result<(), String> {
     for record in neardex::jsonl::read_jsonl_from(input, &options.key_field, &options.text_field) {
         if crate::progress::interrupted() {
@@ -423,7 +478,7 @@ fn read_jsonl(
     Ok(())
 }
 
-fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<'_>) -> Result<(), String> {
+fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<impl Sink>) -> Result<(), String> {
     use neardex::warc::WarcItem;
     for item in neardex::warc::WarcReader::new(input) {
         if crate::progress::interrupted() {

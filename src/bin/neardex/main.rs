@@ -5,6 +5,7 @@
 
 mod ingest;
 mod progress;
+mod query;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -124,9 +125,13 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         batch: Option<u64>,
     },
-    /// Query with documents (files or -) or a stored key: one line per query.
+    /// Query with documents or a stored key: one line per query document.
     ///
+    /// Inputs are read as `add` reads them: files, directories, - for
+    /// standard input; a WARC file gives one query per record, a JSON Lines
+    /// file one per line.
     /// Example: neardex query crawl.ndx --threshold 0.8 page.html
+    /// Example: neardex query crawl.ndx -t 0.8 new-crawl.warc.gz
     Query {
         /// The index directory.
         index: PathBuf,
@@ -142,8 +147,17 @@ enum Command {
         /// Query with the stored document of this key.
         #[arg(long)]
         key: Option<String>,
-        /// Query documents (HTML by extension, else text; - for standard input).
+        /// Query documents: files, directories, or - for standard input.
         paths: Vec<PathBuf>,
+        /// Input format (auto: by extension; .warc/.warc.gz, .jsonl, .html/.htm, else text).
+        #[arg(long, value_enum, default_value = "auto")]
+        input_format: ingest::Format,
+        /// JSON Lines field holding the key.
+        #[arg(long, default_value = "id")]
+        key_field: String,
+        /// JSON Lines field holding the text.
+        #[arg(long, default_value = "text")]
+        text_field: String,
         #[command(flatten)]
         output: OutputArgs,
     },
@@ -392,7 +406,8 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 None if bulk => ingest::BULK_BATCH,
                 None => ingest::BATCH,
             };
-            let options = ingest::AddOptions { format: input_format, key_field, text_field, replace, bulk, batch };
+            let input = ingest::InputOptions { format: input_format, key_field, text_field };
+            let options = ingest::AddOptions { input, replace, bulk, batch };
             let summary = ingest::add(&index, &paths, &options)?;
             for reason in &summary.skipped {
                 eprintln!("neardex: skipped {reason}");
@@ -403,54 +418,32 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "skipped": summary.skipped.len(),
             }))?;
         }
-        Command::Query { index, threshold: t, lsh, top, key, paths, .. } => {
-            let tau = threshold(t)?;
+        Command::Query { index, threshold: t, lsh, top, key, paths, input_format, key_field, text_field, .. } => {
+            let how = query::How { tau: threshold(t)?, lsh, top };
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
-            let key_of = |id: u64| -> Result<String, String> {
-                Ok(searcher.get_by_id(id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default())
-            };
-            let mut queries: Vec<(String, neardex::DocumentSignature)> = Vec::new();
-            if let Some(key) = &key {
-                let doc =
-                    searcher.get(key).map_err(|e| e.to_string())?.ok_or(format!("no document has key {key:?}"))?;
-                queries.push((key.clone(), searcher.signer().sign_vector(doc.vector, doc.fingerprint)));
-            }
-            for path in &paths {
-                let bytes = read_input(path)?;
-                queries
-                    .push((path.display().to_string(), sign(searcher.signer(), &path.display().to_string(), &bytes)));
-            }
-            if queries.is_empty() {
+            if key.is_none() && paths.is_empty() {
                 return Err("nothing to query: give files, - for standard input, or --key KEY".into());
             }
-            if queries.len() > 1 && !lsh {
+            if !lsh && (key.is_some() as usize + paths.len() > 1 || ingest::may_hold_many(&paths, input_format)) {
                 // Every segment's key directory at once, on all cores,
                 // rather than one at a time inside the first query.
                 searcher.warm_up(neardex::store::WarmUp::Directories);
             }
-            for (name, signature) in queries {
-                let mut matches = match (lsh, top) {
-                    (true, _) => searcher.query_lsh(&signature, tau),
-                    (false, Some(k)) => searcher.top_k(&signature.vector, k, tau),
-                    (false, None) => searcher.query(&signature.vector, tau),
-                }
-                .map_err(|e| e.to_string())?;
-                if lsh {
-                    if let Some(k) = top {
-                        matches.sort_by(|a, b| b.overlap.value().total_cmp(&a.overlap.value()).then(a.id.cmp(&b.id)));
-                        matches.truncate(k);
-                    }
-                }
-                let mut list = Vec::new();
-                for m in matches {
-                    let k = key_of(m.id)?;
-                    if key.as_deref() == Some(k.as_str()) && name == k {
-                        continue; // a stored document is not its own near-duplicate
-                    }
-                    list.push(json!({ "key": k, "similarity": m.overlap.value() }));
-                }
-                out.emit(json!({ "query": name, "matches": list }))?;
+            if let Some(key) = &key {
+                let doc =
+                    searcher.get(key).map_err(|e| e.to_string())?.ok_or(format!("no document has key {key:?}"))?;
+                let signature = searcher.signer().sign_vector(doc.vector, doc.fingerprint);
+                let list = query::matches(&searcher, &signature, how, Some(key))?;
+                out.emit(json!({ "query": key, "matches": list }))?;
+            }
+            let sink = query::Queries { searcher: &searcher, how, emit: |line| out.emit(line), queried: 0, skipped: 0 };
+            let mut pipeline = ingest::Pipeline::new(searcher.signer().clone(), sink);
+            let input = ingest::InputOptions { format: input_format, key_field, text_field };
+            ingest::read_inputs(&paths, &input, &mut pipeline)?;
+            let queries = pipeline.finish()?;
+            if key.is_none() && queries.queried == 0 {
+                return Err(format!("nothing to query: the inputs held no document ({} skipped)", queries.skipped));
             }
         }
         Command::Pairs { index, threshold: t, brute_force, .. } => {
@@ -614,9 +607,11 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
     let started = std::time::Instant::now();
     let index = Index::create(dir.path().join("index"), config).map_err(|e| e.to_string())?;
     let options = ingest::AddOptions {
-        format: ingest::Format::Jsonl,
-        key_field: "id".into(),
-        text_field: "text".into(),
+        input: ingest::InputOptions {
+            format: ingest::Format::Jsonl,
+            key_field: "id".into(),
+            text_field: "text".into(),
+        },
         replace: false,
         // One load of an archive: straight to a segment.
         bulk: true,

@@ -1,0 +1,85 @@
+//! `neardex query`: one line per query document, read from files,
+//! directories, standard input, WARC records or JSON lines, signed on every
+//! core while this thread queries (`ingest::Pipeline`).
+
+use neardex::store::{Metadata, Searcher};
+use neardex::{DocumentSignature, Threshold};
+use serde_json::json;
+
+/// How each document is queried.
+#[derive(Clone, Copy)]
+pub struct How {
+    pub tau: Threshold,
+    /// The LSH band tables instead of the exact query.
+    pub lsh: bool,
+    /// Only the K most similar.
+    pub top: Option<usize>,
+}
+
+/// The matches of `signature` as `{"key", "similarity"}` objects, the most
+/// similar first when `how.top` cuts them; `own_key` (a stored document
+/// queried with itself) is left out.
+pub fn matches(
+    searcher: &Searcher,
+    signature: &DocumentSignature,
+    how: How,
+    own_key: Option<&str>,
+) -> Result<Vec<serde_json::Value>, String> {
+    let mut matches = match (how.lsh, how.top) {
+        (true, _) => searcher.query_lsh(signature, how.tau),
+        (false, Some(k)) => searcher.top_k(&signature.vector, k, how.tau),
+        (false, None) => searcher.query(&signature.vector, how.tau),
+    }
+    .map_err(|e| e.to_string())?;
+    if how.lsh {
+        if let Some(k) = how.top {
+            matches.sort_by(|a, b| b.overlap.value().total_cmp(&a.overlap.value()).then(a.id.cmp(&b.id)));
+            matches.truncate(k);
+        }
+    }
+    let mut list = Vec::with_capacity(matches.len());
+    for m in matches {
+        let key = searcher.get_by_id(m.id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
+        if own_key == Some(key.as_str()) {
+            continue; // a stored document is not its own near-duplicate
+        }
+        list.push(json!({ "key": key, "similarity": m.overlap.value() }));
+    }
+    Ok(list)
+}
+
+/// Queries the index with each document of the inputs and emits
+/// `{"query": key, "url": ..., "matches": [...]}` (`url` when the record
+/// names one); reports what is not a document on standard error.
+pub struct Queries<'s, E> {
+    pub searcher: &'s Searcher,
+    pub how: How,
+    pub emit: E,
+    /// Documents queried.
+    pub queried: u64,
+    /// Inputs that were not documents.
+    pub skipped: u64,
+}
+
+impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for Queries<'_, E> {
+    fn document(&mut self, key: &str, metadata: Metadata, signature: &DocumentSignature) -> Result<(), String> {
+        let list = matches(self.searcher, signature, self.how, None)?;
+        let mut line = json!({ "query": key });
+        if let Some(url) = metadata.url {
+            line["url"] = json!(url);
+        }
+        line["matches"] = json!(list);
+        self.queried += 1;
+        (self.emit)(line)
+    }
+
+    fn skipped(&mut self, reason: String) {
+        self.skipped += 1;
+        eprintln!("neardex: skipped {reason}");
+    }
+
+    fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
+        let Some(doc) = self.searcher.get(key).map_err(|e| e.to_string())? else { return Ok(None) };
+        Ok(Some(self.searcher.signer().sign_vector(doc.vector, doc.fingerprint)))
+    }
+}
