@@ -149,6 +149,23 @@ fn the_real_warc_samples_ingest_completely() {
     }
     assert_eq!(ok(&["stats", idx])[0]["documents"], 45);
     assert_eq!(ok(&["verify", idx])[0]["verified"], true);
+    // One query per response record: a record with signatures finds
+    // itself at similarity 1, with the URL it was stored with.
+    let path = data.join("warc-samples").join("commoncrawl-sample.warc.gz");
+    let lines = ok(&["query", idx, "-t", "1", path.to_str().unwrap()]);
+    assert_eq!(lines.len(), 16);
+    let mut found_itself = 0;
+    for line in &lines {
+        for m in line["matches"].as_array().unwrap() {
+            if m["key"] == line["query"] {
+                assert_eq!((&m["url"], &m["similarity"]), (&line["url"], &Value::from(1.0)), "{line}");
+                found_itself += 1;
+            }
+        }
+    }
+    // The other eleven pages (Chinese, Russian, ...) have no spot
+    // signatures, and a document without signatures matches nothing.
+    assert_eq!(found_itself, 5, "{lines:?}");
 }
 
 /// One WARC 1.1 record, uncompressed.

@@ -16,9 +16,10 @@ pub struct How {
     pub top: Option<usize>,
 }
 
-/// The matches of `signature` as `{"key", "similarity"}` objects, the most
-/// similar first when `how.top` cuts them; `own_key` (a stored document
-/// queried with itself) is left out.
+/// The matches of `signature` as `{"key", "url", "similarity"}` objects
+/// (`url` when the stored document has one), the most similar first when
+/// `how.top` cuts them; `own_key` (a stored document queried with itself)
+/// is left out.
 pub fn matches(
     searcher: &Searcher,
     signature: &DocumentSignature,
@@ -39,11 +40,19 @@ pub fn matches(
     }
     let mut list = Vec::with_capacity(matches.len());
     for m in matches {
-        let key = searcher.get_by_id(m.id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
+        let (key, url) = match searcher.get_by_id(m.id).map_err(|e| e.to_string())? {
+            Some(doc) => (doc.key, doc.metadata.url),
+            None => Default::default(),
+        };
         if own_key == Some(key.as_str()) {
             continue; // a stored document is not its own near-duplicate
         }
-        list.push(json!({ "key": key, "similarity": m.overlap.value() }));
+        let mut found = json!({ "key": key });
+        if let Some(url) = url {
+            found["url"] = json!(url);
+        }
+        found["similarity"] = json!(m.overlap.value());
+        list.push(found);
     }
     Ok(list)
 }
