@@ -143,12 +143,16 @@ pub fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
 pub trait Sink {
     /// A document: its key (a file's path, a WARC record's id, a JSON
     /// line's key field), metadata and signature.
-    fn document(&mut self, key: &str, metadata: Metadata, signature: &DocumentSignature) -> Result<(), String>;
+    fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String>;
     /// Something in the input that is not a document, and why.
     fn skipped(&mut self, reason: String);
     /// The stored signature of `key`: the target of a WARC revisit record
     /// not seen earlier in its file.
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String>;
+    /// The inputs are done: finish what is held back.
+    fn finish(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Reads every input (files, directories recursively, `-` for standard
@@ -346,10 +350,12 @@ impl<S: Sink> Pipeline<S> {
         Ok(())
     }
 
-    /// Hands everything still in the pipeline to the sink, and returns it.
+    /// Hands everything still in the pipeline to the sink, finishes it,
+    /// and returns it.
     pub fn finish(mut self) -> Result<S, String> {
         self.turn()?;
         self.turn()?;
+        self.sink.finish()?;
         Ok(self.sink)
     }
 }
@@ -389,12 +395,10 @@ fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, 
     };
     // Only WARC records may be the target of a revisit later in the
     // same file.
-    let warc_record = metadata.warc_record_id.is_some();
-    sink.document(&key, metadata, &signature)?;
-    if warc_record {
-        seen.insert(key, signature);
+    if metadata.warc_record_id.is_some() {
+        seen.insert(key.clone(), signature.clone());
     }
-    Ok(())
+    sink.document(key, metadata, signature)
 }
 
 /// The inserting side of `neardex add`: the batch and the summary.
@@ -404,8 +408,8 @@ struct Inserter<'a> {
 }
 
 impl Sink for Inserter<'_> {
-    fn document(&mut self, key: &str, metadata: Metadata, signature: &DocumentSignature) -> Result<(), String> {
-        self.batch.add(key, signature, metadata, &mut self.summary)
+    fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String> {
+        self.batch.add(&key, &signature, metadata, &mut self.summary)
     }
 
     fn skipped(&mut self, reason: String) {

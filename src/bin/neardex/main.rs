@@ -437,7 +437,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 let list = query::matches(&searcher, &signature, how, Some(key))?;
                 out.emit(json!({ "query": key, "matches": list }))?;
             }
-            let sink = query::Queries { searcher: &searcher, how, emit: |line| out.emit(line), queried: 0, skipped: 0 };
+            let sink = query::Queries::new(&searcher, how, |line| out.emit(line));
             let mut pipeline = ingest::Pipeline::new(searcher.signer().clone(), sink);
             let input = ingest::InputOptions { format: input_format, key_field, text_field };
             ingest::read_inputs(&paths, &input, &mut pipeline)?;

@@ -57,29 +57,61 @@ pub fn matches(
     Ok(list)
 }
 
+/// Documents a sink queries at once, on every core.
+const QUERY_BATCH: usize = 256;
+
 /// Queries the index with each document of the inputs and emits
 /// `{"query": key, "url": ..., "matches": [...]}` (`url` when the record
-/// names one); reports what is not a document on standard error.
+/// names one) in input order; reports what is not a document on standard
+/// error. Documents are queried [`QUERY_BATCH`] at a time on every core
+/// (beside the next turn's signing).
 pub struct Queries<'s, E> {
-    pub searcher: &'s Searcher,
-    pub how: How,
-    pub emit: E,
+    searcher: &'s Searcher,
+    how: How,
+    emit: E,
     /// Documents queried.
     pub queried: u64,
     /// Inputs that were not documents.
     pub skipped: u64,
+    /// Documents not queried yet: key, url, signature.
+    held: Vec<(String, Option<String>, DocumentSignature)>,
+}
+
+impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
+    pub fn new(searcher: &'s Searcher, how: How, emit: E) -> Self {
+        Queries { searcher, how, emit, queried: 0, skipped: 0, held: Vec::new() }
+    }
+
+    /// Queries the held documents and emits their lines in order.
+    fn flush(&mut self) -> Result<(), String> {
+        use rayon::prelude::*;
+        let (searcher, how) = (self.searcher, self.how);
+        let lines: Vec<Result<serde_json::Value, String>> = self
+            .held
+            .par_iter()
+            .map(|(key, url, signature)| {
+                let list = matches(searcher, signature, how, None)?;
+                let mut line = json!({ "query": key });
+                if let Some(url) = url {
+                    line["url"] = json!(url);
+                }
+                line["matches"] = json!(list);
+                Ok(line)
+            })
+            .collect();
+        self.queried += self.held.len() as u64;
+        self.held.clear();
+        lines.into_iter().try_for_each(|line| (self.emit)(line?))
+    }
 }
 
 impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for Queries<'_, E> {
-    fn document(&mut self, key: &str, metadata: Metadata, signature: &DocumentSignature) -> Result<(), String> {
-        let list = matches(self.searcher, signature, self.how, None)?;
-        let mut line = json!({ "query": key });
-        if let Some(url) = metadata.url {
-            line["url"] = json!(url);
+    fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String> {
+        self.held.push((key, metadata.url, signature));
+        if self.held.len() >= QUERY_BATCH {
+            self.flush()?;
         }
-        line["matches"] = json!(list);
-        self.queried += 1;
-        (self.emit)(line)
+        Ok(())
     }
 
     fn skipped(&mut self, reason: String) {
@@ -90,5 +122,9 @@ impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
         let Some(doc) = self.searcher.get(key).map_err(|e| e.to_string())? else { return Ok(None) };
         Ok(Some(self.searcher.signer().sign_vector(doc.vector, doc.fingerprint)))
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        self.flush()
     }
 }
