@@ -464,8 +464,15 @@ fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), Test
         let doc = searcher.get(key).unwrap().expect("model key present");
         prop_assert_eq!(&doc.metadata, metadata);
         prop_assert_eq!(&doc.vector, &signer.sign_text(text).vector);
+        // What the catalog alone says agrees, pending or in a segment.
+        let info = searcher.describe(doc.id).unwrap().expect("a live id is described");
+        prop_assert_eq!(
+            (info.id, &info.key, info.fingerprint, &info.metadata),
+            (doc.id, key, doc.fingerprint, metadata)
+        );
         ids.insert(doc.id, doc.vector);
     }
+    prop_assert_eq!(searcher.describe(u64::MAX).unwrap(), None);
     for tau in [0.3, 0.8, 1.0] {
         let tau = Threshold::new(tau).unwrap();
         let q = signer.sign_text(&text(0)).vector;

@@ -145,6 +145,20 @@ pub enum InsertIfNew {
     Matches(Vec<Match>),
 }
 
+/// What the catalog holds about a stored document, without its vector
+/// ([`Searcher::describe`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentInfo {
+    /// Document id.
+    pub id: u64,
+    /// External key.
+    pub key: String,
+    /// Exact-content fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Descriptive metadata.
+    pub metadata: Metadata,
+}
+
 /// A stored document as a searcher sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredDocument {
@@ -1514,17 +1528,22 @@ impl Searcher {
     /// # Errors
     /// Catalog errors, [`IndexError::Corrupted`].
     pub fn get_by_id(&self, id: u64) -> Result<Option<StoredDocument>, IndexError> {
+        let Some(DocumentInfo { id, key, fingerprint, metadata }) = self.describe(id)? else { return Ok(None) };
+        let vector = self.vector(id)?;
+        Ok(Some(StoredDocument { id, key, fingerprint, metadata, vector }))
+    }
+
+    /// The key, fingerprint and metadata of the document with id `id`, read
+    /// from the catalog alone: what naming a match or a pair needs, without
+    /// decoding the document's vector as [`Self::get_by_id`] does.
+    ///
+    /// # Errors
+    /// Catalog errors, [`IndexError::Corrupted`].
+    pub fn describe(&self, id: u64) -> Result<Option<DocumentInfo>, IndexError> {
         let docs = self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
         let Some(raw) = docs.get(id).map_err(redb_err("reading docs"))? else { return Ok(None) };
         let record = DocRecord::decode(raw.value(), id)?;
-        let vector = self.vector(id)?;
-        Ok(Some(StoredDocument {
-            id,
-            key: record.key,
-            fingerprint: record.fingerprint,
-            metadata: record.metadata,
-            vector,
-        }))
+        Ok(Some(DocumentInfo { id, key: record.key, fingerprint: record.fingerprint, metadata: record.metadata }))
     }
 
     /// The signature vector of live document `id`.

@@ -470,8 +470,8 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 pairs.sort_unstable_by_key(|p| (p.a, p.b));
             }
             for p in pairs {
-                let a = searcher.get_by_id(p.a).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
-                let b = searcher.get_by_id(p.b).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
+                let a = searcher.describe(p.a).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
+                let b = searcher.describe(p.b).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
                 out.emit(json!({ "a": a, "b": b, "similarity": p.overlap.value() }))?;
             }
         }
@@ -485,7 +485,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             for cluster in clusters {
                 let mut keys = Vec::new();
                 for id in &cluster.members {
-                    keys.push(searcher.get_by_id(*id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default());
+                    keys.push(searcher.describe(*id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default());
                 }
                 out.emit(json!({ "representative": keys[0], "members": keys }))?;
             }
@@ -627,7 +627,7 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
     for cluster in &clusters {
         let mut keys = Vec::new();
         for id in &cluster.members {
-            keys.push(searcher.get_by_id(*id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default());
+            keys.push(searcher.describe(*id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default());
         }
         in_clusters += keys.len();
         out.emit(json!({ "representative": keys[0], "size": keys.len(), "members": keys }))?;

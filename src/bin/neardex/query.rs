@@ -40,7 +40,7 @@ pub fn matches(
     }
     let mut list = Vec::with_capacity(matches.len());
     for m in matches {
-        let (key, url) = match searcher.get_by_id(m.id).map_err(|e| e.to_string())? {
+        let (key, url) = match searcher.describe(m.id).map_err(|e| e.to_string())? {
             Some(doc) => (doc.key, doc.metadata.url),
             None => Default::default(),
         };
