@@ -15,6 +15,9 @@
 //!   the background flush and merge threads), `commit()` latencies (p50,
 //!   p99, max) and the process's peak resident memory so far
 //!   (`NEARDEX_BENCH_RUNS=background` runs only the second ingest);
+//! - the crawler's call: every page through `Writer::insert_if_new` at
+//!   τ = 0.8, 1,000 a commit, with how many it refused (one page in ten is
+//!   a near-copy; `NEARDEX_BENCH_RUNS=if_new` runs only this);
 //! - the index's bytes on disk against its signature vectors, keys and
 //!   metadata, after the ingest and after `Index::compact_catalog`;
 //! - open time and resident memory right after `Index::open_read_only`,
@@ -27,8 +30,8 @@ mod common;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
-use neardex::store::{Document, Index, IndexOptions, Metadata};
-use neardex::{DocumentSignature, SignatureConfig, Signer};
+use neardex::store::{Document, Index, IndexOptions, InsertIfNew, Metadata};
+use neardex::{DocumentSignature, SignatureConfig, Signer, Threshold};
 
 const BATCH: usize = 1_000;
 
@@ -329,6 +332,40 @@ fn ingest(
     (ingest, dir, index)
 }
 
+/// Every page through `Writer::insert_if_new` at τ = 0.8, 1,000 a durable
+/// commit, maintenance inside the commits (the defaults).
+fn ingest_if_new(corpus: &Corpus, signer: &Signer, n: u64, baseline: f64) {
+    let dir = tempfile::tempdir_in(std::env::var("NEARDEX_BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
+    let index = Index::create(dir.path(), SignatureConfig::default()).unwrap();
+    let tau = Threshold::new(0.8).unwrap();
+    let start = Instant::now();
+    let mut writer = Some(index.writer().unwrap());
+    let (mut staged, mut refused) = (0, 0u64);
+    produce(corpus, signer, n, |i, s| {
+        let w = writer.as_mut().expect("a writer is open");
+        let key = format!("https://news.example/{i}");
+        if let InsertIfNew::Matches(_) =
+            w.insert_if_new(&key, Document::Signatures(&s), Metadata::default(), tau).unwrap()
+        {
+            refused += 1;
+        }
+        staged += 1;
+        if staged == BATCH {
+            writer.take().expect("a writer is open").commit().unwrap();
+            writer = Some(index.writer().unwrap());
+            staged = 0;
+        }
+    });
+    writer.take().expect("a writer is open").commit().unwrap();
+    let wall = start.elapsed().as_secs_f64();
+    let rate = n as f64 / wall;
+    println!(
+        "insert_if_new at 0.8: {n} pages, {BATCH} per durable commit: {rate:.0} docs/s ({:.2} of the baseline); \
+         {refused} refused as near-duplicates of stored or staged pages",
+        rate / baseline
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--open-only") {
@@ -360,8 +397,15 @@ fn main() {
     // Inline maintenance and one insert call a document (the defaults),
     // then background maintenance with one insert_batch call a commit.
     // NEARDEX_BENCH_RUNS=background skips the first (for profiling).
-    if std::env::var("NEARDEX_BENCH_RUNS").map_or(true, |runs| runs.contains("inline")) {
+    let runs = |name: &str| std::env::var("NEARDEX_BENCH_RUNS").map_or(true, |runs| runs.contains(name));
+    if runs("inline") {
         drop(ingest(&corpus, &signer, n, false, baseline));
+    }
+    if runs("if_new") {
+        ingest_if_new(&corpus, &signer, n, baseline);
+    }
+    if !runs("background") {
+        return;
     }
     let (_, dir, index) = ingest(&corpus, &signer, n, true, baseline);
     drop(index);

@@ -391,6 +391,89 @@ fn self_join_under_containment_is_a_typed_error() {
     assert!(matches!(err, neardex::store::IndexError::Unsupported { .. }), "{err}");
 }
 
+/// One step of an `insert_if_new` workload.
+#[derive(Debug, Clone)]
+enum IfNewOp {
+    /// `insert_if_new` of a vector over a small alphabet (so that many
+    /// reach τ), under a fresh key.
+    IfNew(Vec<(u64, u32)>),
+    /// A plain insert, which `insert_if_new` must see afterwards.
+    Insert(Vec<(u64, u32)>),
+    /// Delete the live document at this position (modulo their count).
+    Delete(usize),
+    /// Commit and open a new writer.
+    Commit,
+}
+
+fn arb_if_new_op() -> impl Strategy<Value = IfNewOp> {
+    let vector = prop::collection::vec((0u64..12, 1u32..4), 0..6);
+    prop_oneof![
+        5 => vector.clone().prop_map(IfNewOp::IfNew),
+        2 => vector.prop_map(IfNewOp::Insert),
+        1 => any::<usize>().prop_map(IfNewOp::Delete),
+        1 => Just(IfNewOp::Commit),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
+        ..ProptestConfig::default()
+    })]
+
+    /// `insert_if_new` refuses exactly when a live document (committed,
+    /// pending or in a segment, or staged by this writer; not deleted)
+    /// reaches τ, and its matches are those documents, as brute force over
+    /// a model finds them, whatever the mix of staged, flushed, deleted and
+    /// plainly inserted documents.
+    #[test]
+    fn insert_if_new_matches_brute_force(ops in prop::collection::vec(arb_if_new_op(), 1..60), tau in 0.2f64..=1.0) {
+        use neardex::store::InsertIfNew;
+        let dir = tempfile::tempdir().unwrap();
+        let config = SignatureConfig::default();
+        let options = IndexOptions { flush_threshold: 3, ..IndexOptions::default() };
+        let index = Index::create_with(dir.path(), config.clone(), options).unwrap();
+        let tau = Threshold::new(tau).unwrap();
+        // Live documents: key, id, vector.
+        let mut live: Vec<(String, u64, SignatureVector)> = Vec::new();
+        let mut writer = Some(index.writer().unwrap());
+        for (n, op) in ops.into_iter().enumerate() {
+            let w = writer.as_mut().unwrap();
+            let key = format!("k{n}");
+            match op {
+                IfNewOp::IfNew(pairs) => {
+                    let vector = SignatureVector::from_pairs(pairs);
+                    let expected = oracle::query(live.iter().map(|(_, id, v)| (*id, v)), &vector, config.similarity, tau);
+                    let signature = signature_of(&config, vector.clone(), n as u64);
+                    match w.insert_if_new(&key, Document::Signatures(&signature), Metadata::default(), tau).unwrap() {
+                        InsertIfNew::Inserted(outcome) => {
+                            prop_assert!(expected.is_empty(), "inserted past {expected:?}");
+                            live.push((key, outcome.id, vector));
+                        }
+                        InsertIfNew::Matches(found) => prop_assert_eq!(found, expected),
+                    }
+                }
+                IfNewOp::Insert(pairs) => {
+                    let vector = SignatureVector::from_pairs(pairs);
+                    let signature = signature_of(&config, vector.clone(), n as u64);
+                    let outcome = w.insert(&key, Document::Signatures(&signature), Metadata::default()).unwrap();
+                    live.push((key, outcome.id, vector));
+                }
+                IfNewOp::Delete(at) => {
+                    if !live.is_empty() {
+                        let (key, ..) = live.remove(at % live.len());
+                        prop_assert!(w.delete(&key).unwrap());
+                    }
+                }
+                IfNewOp::Commit => {
+                    writer.take().unwrap().commit().unwrap();
+                    writer = Some(index.writer().unwrap());
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn insert_if_new_top_k_and_explain() {
     use neardex::store::InsertIfNew;

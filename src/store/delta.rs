@@ -84,6 +84,13 @@ impl DeltaIndex {
         }
     }
 
+    /// The index with its queue listed (a writer's own, which no lock
+    /// shares).
+    pub(super) fn listed(&mut self) -> &DeltaIndex {
+        self.drain();
+        self
+    }
+
     /// Ids listed under a signature hash.
     pub(super) fn posting(&self, hash: u64) -> Option<&[u64]> {
         self.postings.get(&hash).map(Vec::as_slice)

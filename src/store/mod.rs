@@ -668,6 +668,7 @@ impl Index {
             next_doc_id,
             added: BTreeMap::new(),
             added_fingerprints: DeltaFingerprints::default(),
+            added_index: None,
             removed_pending: Vec::new(),
             newly_deleted: Vec::new(),
             newly_deleted_per_segment: BTreeMap::new(),
@@ -1018,6 +1019,11 @@ pub struct Writer<'a> {
     added: BTreeMap<u64, Arc<DeltaDoc>>,
     /// The fingerprints of `added` (and of staged documents deleted since).
     added_fingerprints: DeltaFingerprints,
+    /// The postings of `added`, for [`Writer::insert_if_new`]'s pruned
+    /// query of the staged documents: built at its first call, then every
+    /// insert queues its document (ids unstaged since are looked up in
+    /// `added` and skipped).
+    added_index: Option<DeltaIndex>,
     removed_pending: Vec<u64>,
     newly_deleted: Vec<u64>,
     /// How many of `newly_deleted` each segment holds, by segment id.
@@ -1115,6 +1121,7 @@ impl Writer<'_> {
                 next_doc_id: &mut self.next_doc_id,
                 added: &mut self.added,
                 added_fingerprints: &mut self.added_fingerprints,
+                added_index: &mut self.added_index,
                 committed: &committed,
             };
             outcomes.push(staging.insert(&mut tables, key.as_ref(), document, metadata, key_must_be_free)?);
@@ -1147,8 +1154,12 @@ impl Writer<'_> {
             .filter(|m| !self.newly_deleted.contains(&m.id) && !self.removed_pending.contains(&m.id))
             .collect();
         let measure = self.index.config().similarity;
-        let staged = self.added.iter().map(|(&id, doc)| (id, &doc.vector));
-        matches.extend(oracle::query(staged, &signature.vector, measure, tau));
+        let staged = self.added_index.get_or_insert_with(|| {
+            let mut index = DeltaIndex::default();
+            index.queue(&self.added);
+            index
+        });
+        matches.extend(query::query_staged(&self.added, staged.listed(), &signature.vector, measure, tau));
         if !matches.is_empty() {
             matches.sort_unstable_by_key(|m| m.id);
             return Ok(InsertIfNew::Matches(matches));
@@ -1384,6 +1395,7 @@ struct Staging<'w> {
     next_doc_id: &'w mut u64,
     added: &'w mut BTreeMap<u64, Arc<DeltaDoc>>,
     added_fingerprints: &'w mut DeltaFingerprints,
+    added_index: &'w mut Option<DeltaIndex>,
     committed: &'w CommittedDuplicates<'w>,
 }
 
@@ -1486,7 +1498,11 @@ impl Staging<'_> {
             tables.pending.insert(id, pending.encode().as_slice()).map_err(redb_err("writing pending"))?;
         }
         let doc = DeltaDoc { vector: pending.vector, band_keys: pending.band_keys, fingerprint };
-        self.added.insert(id, Arc::new(doc));
+        let doc = Arc::new(doc);
+        if let Some(index) = self.added_index.as_mut() {
+            index.queue([(&id, &doc)]);
+        }
+        self.added.insert(id, doc);
         Ok(InsertOutcome { id, exact_duplicate_of })
     }
 }

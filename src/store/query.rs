@@ -53,6 +53,9 @@
 //! vector, with [`Overlap::meets`](crate::Overlap::meets), the same
 //! comparison the brute-force oracle uses.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use roaring::RoaringBitmap;
 
 use super::segment::PostingList;
@@ -1133,101 +1136,15 @@ impl Searcher {
         Ok(stats)
     }
 
-    /// The delta's part of a query. Without pruning every pending document
-    /// is compared; otherwise candidates come from the delta's postings,
-    /// walked in ascending list length with the δ1 break and the per-
-    /// document bound of [`Searcher::query_segment`] (lists are not in
-    /// length order here, so there is no δ2 break), and each candidate is
-    /// looked up in this snapshot's delta.
+    /// The delta's part of a query ([`query_pending`] over this
+    /// snapshot's delta and the shared postings).
     fn query_delta(&self, plan: &Plan<'_>, sink: &mut Sink, stats: &mut QueryStats) {
-        let &Plan { query, measure, window, pruning, .. } = plan;
-        let delta = &self.state.delta;
-        if delta.is_empty() {
-            return;
-        }
-        let verify = |id: u64, x: u64, vector: &SignatureVector, sink: &mut Sink, stats: &mut QueryStats| {
-            if plan.wants(x, id) {
-                stats.candidates_verified += 1;
-                sink.offer(id, measure.overlap(query, vector));
-            }
-        };
-        if pruning == Pruning::None {
-            for (&id, doc) in delta.iter() {
-                stats.delta_scanned += 1;
-                verify(id, measure.length(&doc.vector), &doc.vector, sink, stats);
-            }
+        if self.state.delta.is_empty() {
             return;
         }
         let index = super::delta::read(&self.state.delta_index);
-        let len_q = measure.length(query);
-        let Ok(WeightedLists { mut lists, absent, .. }) = weighted_lists(
-            plan.order,
-            |_| false,
-            |signatures| {
-                Ok::<_, std::convert::Infallible>(signatures.iter().map(|&(hash, _)| index.posting(hash)).collect())
-            },
-        );
-        let absent = absent + plan.alone;
-        lists.sort_by_key(|l| l.0.len());
-        let full = pruning == Pruning::Full;
-        // The δ1 break point, as in `query_segment` (the threshold only
-        // changes when candidates are verified, after the walk).
-        let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
-        // Documents done with: verified (without full pruning), outside
-        // the window, failing the bound when first met (it only falls), or
-        // not in this snapshot.
-        let mut seen = super::delta::MixSet::default();
-        // With full pruning: candidates, with the weight of the processed
-        // lists that hold them and their length (see `query_segment`).
-        let mut candidates: super::delta::MixMap<u64, (u64, u64)> = Default::default();
-        let mut delta1 = absent;
-        for (n, &(ids, weight)) in lists.iter().enumerate() {
-            if delta1 >= stop {
-                stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0.len() as u64).sum::<u64>();
-                break;
-            }
-            for &id in ids {
-                stats.delta_scanned += 1;
-                if let Some(c) = candidates.get_mut(&id) {
-                    c.0 += weight;
-                    continue;
-                }
-                if seen.contains(&id) {
-                    continue;
-                }
-                let Some(doc) = delta.get(&id) else {
-                    seen.insert(id);
-                    continue;
-                };
-                let x = measure.length(&doc.vector);
-                if !window.contains(x) {
-                    stats.pruned_by_window += 1;
-                    seen.insert(id);
-                } else if !full {
-                    seen.insert(id);
-                    verify(id, x, &doc.vector, sink, stats);
-                } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
-                    candidates.insert(id, (weight, x));
-                } else {
-                    stats.pruned_by_bounds += 1;
-                    seen.insert(id);
-                }
-            }
-            delta1 += weight;
-        }
-        let mut candidates: Vec<(u64, (u64, u64))> = candidates.into_iter().collect();
-        candidates.sort_unstable_by_key(|c| c.0);
-        for (id, (held, x)) in candidates {
-            if !bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau) {
-                stats.pruned_by_bounds += 1;
-                continue;
-            }
-            if let Some(doc) = delta.get(&id) {
-                verify(id, x, &doc.vector, sink, stats);
-            }
-        }
+        query_pending(&self.state.delta, &index, plan, sink, stats);
     }
-
     /// The part of a query in `segment`, at `position` among the
     /// snapshot's segments.
     fn query_segment(
@@ -1731,6 +1648,131 @@ impl Searcher {
 pub fn explain_vectors(measure: Similarity, a: &SignatureVector, b: &SignatureVector) -> Explanation {
     let shared = a.iter().map(|(h, fa)| (h, fa, b.freq(h))).filter(|&(_, _, fb)| fb > 0).collect();
     Explanation { shared, lengths: (measure.length(a), measure.length(b)), overlap: measure.overlap(a, b), measure }
+}
+
+/// The pending documents' part of a query: `delta` (a snapshot's, or
+/// a writer's staged documents) through `index`, their postings (which may
+/// list more documents: each id is looked up in `delta`). Without pruning
+/// every document is compared; otherwise candidates come from the
+/// postings, walked in ascending list length with the δ1 break and the
+/// per-document bound of [`Searcher::query_segment`] (lists are not in
+/// length order here, so there is no δ2 break).
+fn query_pending(
+    delta: &BTreeMap<u64, Arc<super::DeltaDoc>>,
+    index: &super::delta::DeltaIndex,
+    plan: &Plan<'_>,
+    sink: &mut Sink,
+    stats: &mut QueryStats,
+) {
+    let &Plan { query, measure, window, pruning, .. } = plan;
+    if delta.is_empty() {
+        return;
+    }
+    let verify = |id: u64, x: u64, vector: &SignatureVector, sink: &mut Sink, stats: &mut QueryStats| {
+        if plan.wants(x, id) {
+            stats.candidates_verified += 1;
+            sink.offer(id, measure.overlap(query, vector));
+        }
+    };
+    if pruning == Pruning::None {
+        for (&id, doc) in delta.iter() {
+            stats.delta_scanned += 1;
+            verify(id, measure.length(&doc.vector), &doc.vector, sink, stats);
+        }
+        return;
+    }
+    let len_q = measure.length(query);
+    let Ok(WeightedLists { mut lists, absent, .. }) = weighted_lists(
+        plan.order,
+        |_| false,
+        |signatures| {
+            Ok::<_, std::convert::Infallible>(signatures.iter().map(|&(hash, _)| index.posting(hash)).collect())
+        },
+    );
+    let absent = absent + plan.alone;
+    lists.sort_by_key(|l| l.0.len());
+    let full = pruning == Pruning::Full;
+    // The δ1 break point, as in `query_segment` (the threshold only
+    // changes when candidates are verified, after the walk).
+    let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
+    // Documents done with: verified (without full pruning), outside
+    // the window, failing the bound when first met (it only falls), or
+    // not in this snapshot.
+    let mut seen = super::delta::MixSet::default();
+    // With full pruning: candidates, with the weight of the processed
+    // lists that hold them and their length (see `query_segment`).
+    let mut candidates: super::delta::MixMap<u64, (u64, u64)> = Default::default();
+    let mut delta1 = absent;
+    for (n, &(ids, weight)) in lists.iter().enumerate() {
+        if delta1 >= stop {
+            stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0.len() as u64).sum::<u64>();
+            break;
+        }
+        for &id in ids {
+            stats.delta_scanned += 1;
+            if let Some(c) = candidates.get_mut(&id) {
+                c.0 += weight;
+                continue;
+            }
+            if seen.contains(&id) {
+                continue;
+            }
+            let Some(doc) = delta.get(&id) else {
+                seen.insert(id);
+                continue;
+            };
+            let x = measure.length(&doc.vector);
+            if !window.contains(x) {
+                stats.pruned_by_window += 1;
+                seen.insert(id);
+            } else if !full {
+                seen.insert(id);
+                verify(id, x, &doc.vector, sink, stats);
+            } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
+                candidates.insert(id, (weight, x));
+            } else {
+                stats.pruned_by_bounds += 1;
+                seen.insert(id);
+            }
+        }
+        delta1 += weight;
+    }
+    let mut candidates: Vec<(u64, (u64, u64))> = candidates.into_iter().collect();
+    candidates.sort_unstable_by_key(|c| c.0);
+    for (id, (held, x)) in candidates {
+        if !bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau) {
+            stats.pruned_by_bounds += 1;
+            continue;
+        }
+        if let Some(doc) = delta.get(&id) {
+            verify(id, x, &doc.vector, sink, stats);
+        }
+    }
+}
+
+/// Every document of `docs` (a writer's staged documents, listed in
+/// `index`) with `sim(query, d) ≥ τ`, in ascending id order: the pruned
+/// query of the delta ([`Writer::insert_if_new`](super::Writer::insert_if_new)).
+pub(super) fn query_staged(
+    docs: &BTreeMap<u64, Arc<super::DeltaDoc>>,
+    index: &super::delta::DeltaIndex,
+    query: &SignatureVector,
+    measure: Similarity,
+    tau: Threshold,
+) -> Vec<Match> {
+    let len_q = measure.length(query);
+    if len_q == 0 {
+        return Vec::new();
+    }
+    let mut sink = Sink::threshold(tau);
+    let window = query_window(measure, len_q, tau, None);
+    let order: Vec<(u64, u64)> = weights(query, measure).collect();
+    let plan =
+        Plan { query, measure, window, pruning: Pruning::Full, order: &order, after: None, alone: 0, masks: None };
+    query_pending(docs, index, &plan, &mut sink, &mut QueryStats::default());
+    let mut out = sink.matches;
+    out.sort_unstable_by_key(|m| m.id);
+    out
 }
 
 #[cfg(test)]
