@@ -276,6 +276,82 @@ fn query_reads_warc_records_json_lines_and_directories_as_add_does() {
 }
 
 #[test]
+fn add_skip_similar_keeps_what_brute_force_keeps() {
+    // 400 texts over a small vocabulary (many pairs reach τ), in commits of
+    // 50 (so matches are staged in the same writer or committed before).
+    let (dir, idx) = index_dir();
+    let all = dir.path().join("all");
+    let (idx, all) = (idx.as_str(), all.to_str().unwrap());
+    let mut lines = String::new();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for i in 0..400 {
+        let words: Vec<String> = (0..6)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                format!("w{}", state % 14)
+            })
+            .collect();
+        lines.push_str(&format!("{{\"id\": \"k{i}\", \"text\": \"{}\"}}\n", words.join(" ")));
+    }
+    let jsonl = dir.path().join("docs.jsonl");
+    std::fs::write(&jsonl, lines).unwrap();
+    let jsonl = jsonl.to_str().unwrap();
+    for path in [idx, all] {
+        ok(&["create", path, "--scheme", "words:1", "--similarity", "set"]);
+    }
+    let out = ok(&["add", idx, jsonl, "--batch", "50", "--skip-similar", "0.6"]);
+    let (summary, refused) = out.split_last().unwrap();
+    // Brute force: every pair, then in input order a text is kept unless
+    // it reaches τ with a text kept before it.
+    ok(&["add", all, jsonl]);
+    let pairs = ok(&["pairs", all, "--threshold", "0.6", "--brute-force"]);
+    let index_of = |k: &Value| k.as_str().unwrap()[1..].parse::<usize>().unwrap();
+    let mut similar = vec![Vec::new(); 400];
+    for p in &pairs {
+        let (a, b) = (index_of(&p["a"]), index_of(&p["b"]));
+        similar[a.max(b)].push((a.min(b), p["similarity"].as_f64().unwrap()));
+    }
+    let mut kept = vec![false; 400];
+    let mut expected = Vec::new();
+    for i in 0..400 {
+        let mut by: Vec<(usize, f64)> = similar[i].iter().copied().filter(|&(j, _)| kept[j]).collect();
+        by.sort_by_key(|&(j, _)| j);
+        kept[i] = by.is_empty();
+        if !kept[i] {
+            expected.push((format!("k{i}"), by));
+        }
+    }
+    let found: Vec<(String, Vec<(usize, f64)>)> = refused
+        .iter()
+        .map(|r| {
+            let by = r["similar_to"].as_array().unwrap().iter();
+            (
+                r["not_added"].as_str().unwrap().to_owned(),
+                by.map(|m| (index_of(&m["key"]), m["similarity"].as_f64().unwrap())).collect(),
+            )
+        })
+        .collect();
+    assert!(
+        expected.len() > 50 && expected.len() < 350,
+        "{} refused: a test that exercises both outcomes",
+        expected.len()
+    );
+    assert_eq!(found, expected);
+    let kept_count = kept.iter().filter(|&&k| k).count() as u64;
+    assert_eq!(
+        (summary["added"].as_u64(), summary["near_duplicates"].as_u64()),
+        (Some(kept_count), Some(400 - kept_count))
+    );
+    assert_eq!(ok(&["stats", idx])[0]["documents"].as_u64(), Some(kept_count));
+    // What was kept has no pair at τ left.
+    assert!(ok(&["pairs", idx, "--threshold", "0.6"]).is_empty());
+    fails(&["add", idx, jsonl, "--skip-similar", "1.5"], 1, "--skip-similar");
+    fails(&["add", idx, jsonl, "--skip-similar", "0.5", "--replace"], 2, "cannot be used with");
+}
+
+#[test]
 fn many_documents_keep_their_order_keys_and_problems() {
     // More documents than one turn of the signing pipeline signs, with bad
     // lines among them: each key gets its own text's signatures, and the

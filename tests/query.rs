@@ -450,7 +450,14 @@ proptest! {
                             prop_assert!(expected.is_empty(), "inserted past {expected:?}");
                             live.push((key, outcome.id, vector));
                         }
-                        InsertIfNew::Matches(found) => prop_assert_eq!(found, expected),
+                        InsertIfNew::Matches(found) => {
+                            // The writer names them, staged or committed.
+                            for m in &found {
+                                let info = w.describe(m.id).unwrap().expect("a match is described");
+                                prop_assert!(live.iter().any(|(k, id, _)| *id == m.id && *k == info.key));
+                            }
+                            prop_assert_eq!(found, expected);
+                        }
                     }
                 }
                 IfNewOp::Insert(pairs) => {

@@ -346,6 +346,13 @@ fn sync_dir(storage: &dyn Storage) -> Result<(), IndexError> {
     storage.sync_dir().map_err(IndexError::io(format!("syncing directory {}", storage.location().display())))
 }
 
+/// Document `id`'s row of the catalog's `docs` table, decoded.
+fn document_info(docs: &impl ReadableTable<u64, &'static [u8]>, id: u64) -> Result<Option<DocumentInfo>, IndexError> {
+    let Some(raw) = docs.get(id).map_err(redb_err("reading docs"))? else { return Ok(None) };
+    let record = DocRecord::decode(raw.value(), id)?;
+    Ok(Some(DocumentInfo { id, key: record.key, fingerprint: record.fingerprint, metadata: record.metadata }))
+}
+
 fn meta_u64(table: &impl ReadableTable<&'static str, &'static [u8]>, name: &str) -> Result<u64, IndexError> {
     let value = table.get(name).map_err(redb_err("reading meta"))?;
     let bytes = value.as_ref().map(|v| v.value().to_vec()).unwrap_or_default();
@@ -1071,6 +1078,16 @@ impl Writer<'_> {
         self.insert_staged(key, document, metadata, false)
     }
 
+    /// What the catalog holds about document `id` as this writer sees it:
+    /// committed documents and those it staged, less those it deleted (the
+    /// ids [`Writer::insert_if_new`] and [`InsertOutcome`] name).
+    ///
+    /// # Errors
+    /// Catalog errors, [`IndexError::Corrupted`].
+    pub fn describe(&self, id: u64) -> Result<Option<DocumentInfo>, IndexError> {
+        document_info(&self.txn()?.open_table(DOCS).map_err(redb_err("opening docs"))?, id)
+    }
+
     fn lookup(&self, key: &str) -> Result<Option<u64>, IndexError> {
         let keys = self.txn()?.open_table(KEYS).map_err(redb_err("opening keys"))?;
         let id = keys.get(key).map_err(redb_err("reading keys"))?.map(|v| v.value());
@@ -1556,10 +1573,7 @@ impl Searcher {
     /// # Errors
     /// Catalog errors, [`IndexError::Corrupted`].
     pub fn describe(&self, id: u64) -> Result<Option<DocumentInfo>, IndexError> {
-        let docs = self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
-        let Some(raw) = docs.get(id).map_err(redb_err("reading docs"))? else { return Ok(None) };
-        let record = DocRecord::decode(raw.value(), id)?;
-        Ok(Some(DocumentInfo { id, key: record.key, fingerprint: record.fingerprint, metadata: record.metadata }))
+        document_info(&self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?, id)
     }
 
     /// The signature vector of live document `id`.

@@ -8,8 +8,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use neardex::store::{Document, Index, IndexError, Metadata, Writer};
-use neardex::{DocumentSignature, Signer};
+use neardex::store::{Document, Index, IndexError, InsertIfNew, Metadata, Writer};
+use neardex::{DocumentSignature, Signer, Threshold};
+use serde_json::json;
 
 /// Documents per durable commit, by default: through the writer, and
 /// through a bulk writer (`--bulk`), whose every commit writes a segment.
@@ -37,6 +38,9 @@ pub struct InputOptions {
 pub struct AddOptions {
     pub input: InputOptions,
     pub replace: bool,
+    /// Add a document only if no stored or earlier added one is at least
+    /// this similar to it ([`Writer::insert_if_new`]).
+    pub skip_similar: Option<Threshold>,
     /// Commit through [`Index::bulk_writer`].
     pub bulk: bool,
     /// Documents per commit.
@@ -47,14 +51,22 @@ pub struct AddOptions {
 pub struct Summary {
     pub added: u64,
     pub exact_duplicates: u64,
+    /// Documents not added for `AddOptions::skip_similar`.
+    pub near_duplicates: u64,
     pub skipped: Vec<String>,
 }
+
+/// Where `add` reports each document it did not add for being similar to
+/// one stored or added before: `{"not_added": key, "similar_to": [{"key",
+/// "similarity"}]}`.
+pub type Report<'r> = &'r mut dyn FnMut(serde_json::Value) -> Result<(), String>;
 
 struct Batch<'a> {
     index: &'a Index,
     writer: Option<Writer<'a>>,
     staged: usize,
     replace: bool,
+    skip_similar: Option<(Threshold, Report<'a>)>,
     bulk: bool,
     size: usize,
 }
@@ -77,8 +89,26 @@ impl<'a> Batch<'a> {
         }
         let writer = self.writer.as_mut().ok_or("no writer")?;
         let document = Document::Signatures(signature);
-        let outcome =
-            if self.replace { writer.replace(key, document, metadata) } else { writer.insert(key, document, metadata) };
+        let outcome = match &mut self.skip_similar {
+            Some((tau, report)) => match writer.insert_if_new(key, document, metadata, *tau) {
+                Ok(InsertIfNew::Inserted(outcome)) => Ok(outcome),
+                Ok(InsertIfNew::Matches(matches)) => {
+                    let mut similar = Vec::with_capacity(matches.len());
+                    for m in matches {
+                        let info = writer.describe(m.id).map_err(|e| e.to_string())?;
+                        similar.push(json!({
+                            "key": info.map(|i| i.key).unwrap_or_default(),
+                            "similarity": m.overlap.value(),
+                        }));
+                    }
+                    summary.near_duplicates += 1;
+                    return report(json!({ "not_added": key, "similar_to": similar }));
+                }
+                Err(e) => Err(e),
+            },
+            None if self.replace => writer.replace(key, document, metadata),
+            None => writer.insert(key, document, metadata),
+        };
         match outcome {
             Ok(o) => {
                 summary.added += 1;
@@ -208,7 +238,12 @@ pub fn may_hold_many(paths: &[PathBuf], format: Format) -> bool {
     }
 }
 
-pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Summary, String> {
+pub fn add<'a>(
+    index: &'a Index,
+    paths: &[PathBuf],
+    options: &AddOptions,
+    report: Report<'a>,
+) -> Result<Summary, String> {
     let started = Instant::now();
     let inserter = Inserter {
         batch: Batch {
@@ -216,6 +251,7 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
             writer: None,
             staged: 0,
             replace: options.replace,
+            skip_similar: options.skip_similar.map(|tau| (tau, report)),
             bulk: options.bulk,
             size: options.batch.max(1),
         },
@@ -234,8 +270,12 @@ pub fn add(index: &Index, paths: &[PathBuf], options: &AddOptions) -> Result<Sum
         ));
     }
     let secs = started.elapsed().as_secs_f64();
+    let similar = match options.skip_similar {
+        Some(tau) => format!(", {} not added as at least {} similar to another", summary.near_duplicates, tau.value()),
+        None => String::new(),
+    };
     eprintln!(
-        "added {} documents ({} exact duplicates), skipped {}, in {:.2} s ({:.0} docs/s)",
+        "added {} documents ({} exact duplicates){similar}, skipped {}, in {:.2} s ({:.0} docs/s)",
         summary.added,
         summary.exact_duplicates,
         summary.skipped.len(),

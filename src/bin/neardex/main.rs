@@ -116,6 +116,11 @@ enum Command {
         /// Replace documents whose key is already stored.
         #[arg(long)]
         replace: bool,
+        /// Add a document only if no stored or earlier added one is at least
+        /// this similar; each one not added is a line on standard output
+        /// ({"not_added": key, "similar_to": [...]}) before the summary.
+        #[arg(long, value_name = "THRESHOLD", conflicts_with = "replace")]
+        skip_similar: Option<f64>,
         /// Load in bulk: each commit writes its documents straight to a
         /// segment of their own instead of the catalog's pending table
         /// (faster for large loads; use batches of thousands).
@@ -399,7 +404,9 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             out.emit(created)?;
         }
-        Command::Add { index, paths, input_format, key_field, text_field, replace, bulk, batch } => {
+        Command::Add { index, paths, input_format, key_field, text_field, replace, skip_similar, bulk, batch } => {
+            let skip_similar =
+                skip_similar.map(|t| Threshold::new(t).map_err(|e| format!("--skip-similar: {e}"))).transpose()?;
             let index = open(&index)?;
             let batch = match batch {
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
@@ -407,14 +414,15 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 None => ingest::BATCH,
             };
             let input = ingest::InputOptions { format: input_format, key_field, text_field };
-            let options = ingest::AddOptions { input, replace, bulk, batch };
-            let summary = ingest::add(&index, &paths, &options)?;
+            let options = ingest::AddOptions { input, replace, skip_similar, bulk, batch };
+            let summary = ingest::add(&index, &paths, &options, &mut |line| out.emit(line))?;
             for reason in &summary.skipped {
                 eprintln!("neardex: skipped {reason}");
             }
             out.emit(json!({
                 "added": summary.added,
                 "exact_duplicates": summary.exact_duplicates,
+                "near_duplicates": summary.near_duplicates,
                 "skipped": summary.skipped.len(),
             }))?;
         }
@@ -613,11 +621,12 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
             text_field: "text".into(),
         },
         replace: false,
+        skip_similar: None,
         // One load of an archive: straight to a segment.
         bulk: true,
         batch: ingest::BULK_BATCH,
     };
-    let summary = ingest::add(&index, &[jsonl], &options)?;
+    let summary = ingest::add(&index, &[jsonl], &options, &mut |_| Ok(()))?;
     let indexed = started.elapsed();
     let searcher = index.searcher().map_err(|e| e.to_string())?;
     let started = std::time::Instant::now();
