@@ -57,6 +57,10 @@ pub(super) type MixSet<K> = std::collections::HashSet<K, BuildHasherDefault<MixH
 pub(super) struct DeltaIndex {
     postings: MixMap<u64, Vec<u64>>,
     bands: MixMap<(u32, u64), Vec<u64>>,
+    /// Each listed document's multiset and set lengths: what a query's
+    /// window and bounds weigh, without looking the document up in a
+    /// snapshot's delta (a B-tree) or summing its frequencies.
+    lengths: MixMap<u64, (u64, u64)>,
     queue: Vec<(u64, Arc<DeltaDoc>)>,
 }
 
@@ -75,6 +79,7 @@ impl DeltaIndex {
 
     fn drain(&mut self) {
         for (id, doc) in std::mem::take(&mut self.queue) {
+            self.lengths.insert(id, (doc.vector.total(), doc.vector.distinct()));
             for &hash in doc.vector.hashes() {
                 self.postings.entry(hash).or_default().push(id);
             }
@@ -94,6 +99,11 @@ impl DeltaIndex {
     /// Ids listed under a signature hash.
     pub(super) fn posting(&self, hash: u64) -> Option<&[u64]> {
         self.postings.get(&hash).map(Vec::as_slice)
+    }
+
+    /// The multiset and set lengths of a listed document.
+    pub(super) fn lengths(&self, id: u64) -> Option<(u64, u64)> {
+        self.lengths.get(&id).copied()
     }
 
     /// Ids listed under a band key.

@@ -1717,17 +1717,22 @@ fn query_pending(
             if seen.contains(&id) {
                 continue;
             }
-            let Some(doc) = delta.get(&id) else {
+            // The length from the index (a hash look-up); whether this
+            // snapshot holds the document is asked of `delta` only before
+            // verifying it.
+            let Some((total, distinct)) = index.lengths(id) else {
                 seen.insert(id);
                 continue;
             };
-            let x = measure.length(&doc.vector);
+            let x = if measure == Similarity::SetJaccard { distinct } else { total };
             if !window.contains(x) {
                 stats.pruned_by_window += 1;
                 seen.insert(id);
             } else if !full {
                 seen.insert(id);
-                verify(id, x, &doc.vector, sink, stats);
+                if let Some(doc) = delta.get(&id) {
+                    verify(id, x, &doc.vector, sink, stats);
+                }
             } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
                 candidates.insert(id, (weight, x));
             } else {
