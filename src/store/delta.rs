@@ -51,12 +51,49 @@ impl Hasher for MixHasher {
 pub(super) type MixMap<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
 pub(super) type MixSet<K> = std::collections::HashSet<K, BuildHasherDefault<MixHasher>>;
 
+/// The ids listed under one key: most signatures of a pending document are
+/// its alone, and a vector of one id would cost an allocation (and a free)
+/// for each of them.
+#[derive(Debug)]
+enum Ids {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Ids {
+    fn push(&mut self, id: u64) {
+        match self {
+            Ids::One(first) => *self = Ids::Many(vec![*first, id]),
+            Ids::Many(ids) => ids.push(id),
+        }
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Ids::One(id) => std::slice::from_ref(id),
+            Ids::Many(ids) => ids,
+        }
+    }
+}
+
+fn list<K: std::hash::Hash + Eq>(map: &mut MixMap<K, Ids>, key: K, id: u64) {
+    match map.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut ids) => ids.get_mut().push(id),
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(Ids::One(id));
+        }
+    }
+}
+
 /// Signature hash → ids, and (band, band key) → ids, of pending documents,
 /// plus the committed documents not yet listed.
 #[derive(Debug, Default)]
 pub(super) struct DeltaIndex {
-    postings: MixMap<u64, Vec<u64>>,
-    bands: MixMap<(u32, u64), Vec<u64>>,
+    postings: MixMap<u64, Ids>,
+    bands: MixMap<(u32, u64), Ids>,
+    /// No band buckets (a writer's own index, which only exact queries
+    /// read).
+    without_bands: bool,
     /// Each listed document's multiset and set lengths: what a query's
     /// window and bounds weigh, without looking the document up in a
     /// snapshot's delta (a B-tree) or summing its frequencies.
@@ -72,6 +109,11 @@ impl DeltaIndex {
         Arc::new(RwLock::new(index))
     }
 
+    /// An index without band buckets, for exact queries only.
+    pub(super) fn without_bands() -> DeltaIndex {
+        DeltaIndex { without_bands: true, ..DeltaIndex::default() }
+    }
+
     /// Queues `docs` for listing.
     pub(super) fn queue<'a>(&mut self, docs: impl IntoIterator<Item = (&'a u64, &'a Arc<DeltaDoc>)>) {
         self.queue.extend(docs.into_iter().map(|(&id, doc)| (id, Arc::clone(doc))));
@@ -81,10 +123,12 @@ impl DeltaIndex {
         for (id, doc) in std::mem::take(&mut self.queue) {
             self.lengths.insert(id, (doc.vector.total(), doc.vector.distinct()));
             for &hash in doc.vector.hashes() {
-                self.postings.entry(hash).or_default().push(id);
+                list(&mut self.postings, hash, id);
             }
-            for (band, &key) in doc.band_keys.iter().enumerate() {
-                self.bands.entry((band as u32, key)).or_default().push(id);
+            if !self.without_bands {
+                for (band, &key) in doc.band_keys.iter().enumerate() {
+                    list(&mut self.bands, (band as u32, key), id);
+                }
             }
         }
     }
@@ -98,7 +142,7 @@ impl DeltaIndex {
 
     /// Ids listed under a signature hash.
     pub(super) fn posting(&self, hash: u64) -> Option<&[u64]> {
-        self.postings.get(&hash).map(Vec::as_slice)
+        self.postings.get(&hash).map(Ids::as_slice)
     }
 
     /// The multiset and set lengths of a listed document.
@@ -108,7 +152,7 @@ impl DeltaIndex {
 
     /// Ids listed under a band key.
     pub(super) fn bucket(&self, band: u32, key: u64) -> Option<&[u64]> {
-        self.bands.get(&(band, key)).map(Vec::as_slice)
+        self.bands.get(&(band, key)).map(Ids::as_slice)
     }
 }
 

@@ -1172,7 +1172,7 @@ impl Writer<'_> {
             .collect();
         let measure = self.index.config().similarity;
         let staged = self.added_index.get_or_insert_with(|| {
-            let mut index = DeltaIndex::default();
+            let mut index = DeltaIndex::without_bands();
             index.queue(&self.added);
             index
         });
