@@ -31,9 +31,20 @@ impl Similarity {
     /// The length of a vector under this measure: the sum of frequencies for
     /// the multiset measures, the number of distinct signatures for sets.
     pub fn length(self, v: &SignatureVector) -> u64 {
+        // Not `length_of(v.total(), v.distinct())`: the sum of frequencies
+        // is a pass over the vector that set Jaccard does not need.
         match self {
             Similarity::MultisetJaccard | Similarity::Containment => v.total(),
             Similarity::SetJaccard => v.distinct(),
+        }
+    }
+
+    /// [`Self::length`] of a vector whose sum of frequencies (`total`) and
+    /// number of distinct signatures are known already.
+    pub fn length_of(self, total: u64, distinct: u64) -> u64 {
+        match self {
+            Similarity::MultisetJaccard | Similarity::Containment => total,
+            Similarity::SetJaccard => distinct,
         }
     }
 

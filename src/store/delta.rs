@@ -3,15 +3,16 @@
 //! Queries must not scan the delta: with the default flush threshold it
 //! holds up to 50,000 documents, and a scan costs milliseconds. A
 //! [`DeltaIndex`] maps each signature hash and each (band, band key) to the
-//! ids of the pending documents that have it.
+//! ids of the pending documents that have it, and each listed document to
+//! its lengths (what a query's window and bounds weigh).
 //!
 //! One index is shared, behind a lock, by every [`State`](super::State)
 //! between two flushes. A commit only queues its new documents (an `Arc`
 //! each: ingest pays no hashing); the first query that needs the postings
 //! indexes the queue. The index may therefore list documents that a given
-//! snapshot does not hold (committed after it, deleted, replaced); every id
-//! it yields is looked up in the snapshot's own delta map, which stays the
-//! truth, so each snapshot sees exactly its documents. Every committed
+//! snapshot does not hold (committed after it, deleted, replaced); every
+//! candidate a query verifies is looked up in the snapshot's own delta map,
+//! which stays the truth, so each snapshot sees exactly its documents. Every committed
 //! document passes through the queue, so the index holds a superset of
 //! every snapshot's delta once the queue is drained. A flush starts a fresh
 //! index for the documents it leaves pending; older snapshots keep the old

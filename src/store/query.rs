@@ -1137,7 +1137,8 @@ impl Searcher {
     }
 
     /// The delta's part of a query ([`query_pending`] over this
-    /// snapshot's delta and the shared postings).
+    /// snapshot's delta and the shared postings; an empty delta does not
+    /// take the postings' lock).
     fn query_delta(&self, plan: &Plan<'_>, sink: &mut Sink, stats: &mut QueryStats) {
         if self.state.delta.is_empty() {
             return;
@@ -1145,6 +1146,7 @@ impl Searcher {
         let index = super::delta::read(&self.state.delta_index);
         query_pending(&self.state.delta, &index, plan, sink, stats);
     }
+
     /// The part of a query in `segment`, at `position` among the
     /// snapshot's segments.
     fn query_segment(
@@ -1724,7 +1726,7 @@ fn query_pending(
                 seen.insert(id);
                 continue;
             };
-            let x = if measure == Similarity::SetJaccard { distinct } else { total };
+            let x = measure.length_of(total, distinct);
             if !window.contains(x) {
                 stats.pruned_by_window += 1;
                 seen.insert(id);

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use neardex::store::{Document, Index, IndexError, InsertIfNew, Metadata, Writer};
+use neardex::store::{Document, Index, IndexError, InsertIfNew, Metadata, Searcher, Writer};
 use neardex::{DocumentSignature, Signer, Threshold};
 use serde_json::json;
 
@@ -457,7 +457,7 @@ impl Sink for Inserter<'_> {
     }
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
-        stored_signature(self.batch.index, key)
+        stored_signature(&self.batch.index.searcher().map_err(|e| e.to_string())?, key)
     }
 }
 
@@ -571,8 +571,7 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
 }
 
 /// The signature of a stored document, rebuilt from its vector.
-fn stored_signature(index: &Index, key: &str) -> Result<Option<DocumentSignature>, String> {
-    let searcher = index.searcher().map_err(|e| e.to_string())?;
+pub fn stored_signature(searcher: &Searcher, key: &str) -> Result<Option<DocumentSignature>, String> {
     let Some(doc) = searcher.get(key).map_err(|e| e.to_string())? else { return Ok(None) };
-    Ok(Some(index.signer().sign_vector(doc.vector, doc.fingerprint)))
+    Ok(Some(searcher.signer().sign_vector(doc.vector, doc.fingerprint)))
 }

@@ -362,6 +362,11 @@ fn quiet_on_broken_pipe(result: io::Result<()>) -> Result<(), String> {
     }
 }
 
+/// The key of document `id` (empty if it is gone).
+fn key_of(searcher: &neardex::store::Searcher, id: u64) -> Result<String, String> {
+    Ok(searcher.describe(id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default())
+}
+
 fn threshold(t: f64) -> Result<Threshold, String> {
     Threshold::new(t).map_err(|e| format!("{e} (use --threshold with a number such as 0.8)"))
 }
@@ -433,15 +438,15 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             if key.is_none() && paths.is_empty() {
                 return Err("nothing to query: give files, - for standard input, or --key KEY".into());
             }
-            if !lsh && (key.is_some() as usize + paths.len() > 1 || ingest::may_hold_many(&paths, input_format)) {
+            let many = (key.is_some() && !paths.is_empty()) || ingest::may_hold_many(&paths, input_format);
+            if !lsh && many {
                 // Every segment's key directory at once, on all cores,
                 // rather than one at a time inside the first query.
                 searcher.warm_up(neardex::store::WarmUp::Directories);
             }
             if let Some(key) = &key {
-                let doc =
-                    searcher.get(key).map_err(|e| e.to_string())?.ok_or(format!("no document has key {key:?}"))?;
-                let signature = searcher.signer().sign_vector(doc.vector, doc.fingerprint);
+                let signature =
+                    ingest::stored_signature(&searcher, key)?.ok_or(format!("no document has key {key:?}"))?;
                 let list = query::matches(&searcher, &signature, how, Some(key))?;
                 out.emit(json!({ "query": key, "matches": list }))?;
             }
@@ -478,8 +483,8 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 pairs.sort_unstable_by_key(|p| (p.a, p.b));
             }
             for p in pairs {
-                let a = searcher.describe(p.a).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
-                let b = searcher.describe(p.b).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default();
+                let a = key_of(&searcher, p.a)?;
+                let b = key_of(&searcher, p.b)?;
                 out.emit(json!({ "a": a, "b": b, "similarity": p.overlap.value() }))?;
             }
         }
@@ -493,7 +498,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             for cluster in clusters {
                 let mut keys = Vec::new();
                 for id in &cluster.members {
-                    keys.push(searcher.describe(*id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default());
+                    keys.push(key_of(&searcher, *id)?);
                 }
                 out.emit(json!({ "representative": keys[0], "members": keys }))?;
             }
@@ -636,7 +641,7 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
     for cluster in &clusters {
         let mut keys = Vec::new();
         for id in &cluster.members {
-            keys.push(searcher.describe(*id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default());
+            keys.push(key_of(&searcher, *id)?);
         }
         in_clusters += keys.len();
         out.emit(json!({ "representative": keys[0], "size": keys.len(), "members": keys }))?;

@@ -47,14 +47,20 @@ pub fn matches(
         if own_key == Some(key.as_str()) {
             continue; // a stored document is not its own near-duplicate
         }
-        let mut found = json!({ "key": key });
-        if let Some(url) = url {
-            found["url"] = json!(url);
-        }
+        let mut found = named("key", &key, url.as_deref());
         found["similarity"] = json!(m.overlap.value());
         list.push(found);
     }
     Ok(list)
+}
+
+/// `{field: key, "url": url}`, without `url` when there is none.
+fn named(field: &str, key: &str, url: Option<&str>) -> serde_json::Value {
+    let mut value = json!({ field: key });
+    if let Some(url) = url {
+        value["url"] = json!(url);
+    }
+    value
 }
 
 /// Documents a sink queries at once, on every core.
@@ -91,10 +97,7 @@ impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
             .par_iter()
             .map(|(key, url, signature)| {
                 let list = matches(searcher, signature, how, None)?;
-                let mut line = json!({ "query": key });
-                if let Some(url) = url {
-                    line["url"] = json!(url);
-                }
+                let mut line = named("query", key, url.as_deref());
                 line["matches"] = json!(list);
                 Ok(line)
             })
@@ -120,8 +123,7 @@ impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for 
     }
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
-        let Some(doc) = self.searcher.get(key).map_err(|e| e.to_string())? else { return Ok(None) };
-        Ok(Some(self.searcher.signer().sign_vector(doc.vector, doc.fingerprint)))
+        crate::ingest::stored_signature(self.searcher, key)
     }
 
     fn finish(&mut self) -> Result<(), String> {
