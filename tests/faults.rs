@@ -38,6 +38,11 @@ fn the_reference_workload_gives_the_same_index_on_every_storage() {
     let outcome = run(Arc::new(mem.clone()), Start::Create, Model::new(), &steps);
     assert_eq!(outcome.error, None);
     assert!(outcome.acked.len() > 10, "the workload keeps documents: {}", outcome.acked.len());
+    // insert_if_new both adds (k53, k57) and refuses (k52, k54, k56, k58).
+    assert_eq!(outcome.refused, 4);
+    for key in ["k53", "k57"] {
+        assert!(outcome.acked.contains_key(key), "{key} was added");
+    }
     check_recovered(Arc::new(mem), &outcome).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn Storage> = Arc::new(FsStorage::new(dir.path()));

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use neardex::oracle;
-use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata, Searcher};
+use neardex::store::{Document, Index, IndexError, IndexOptions, InsertIfNew, Metadata, Searcher};
 use neardex::{Fingerprint, SignatureConfig, Signer, Threshold};
 use proptest::prelude::*;
 
@@ -427,6 +427,7 @@ fn tiered_merging_keeps_segments_logarithmic_and_optimize_drops_deletes() {
 fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0u8..12, 0u8..6).prop_map(|(k, t)| Op::Insert(k, t)),
+        2 => (0u8..12, 0u8..6, 50u8..=100).prop_map(|(k, t, p)| Op::InsertIfNew(k, t, p)),
         2 => (0u8..12, 0u8..6).prop_map(|(k, t)| Op::Replace(k, t)),
         2 => (0u8..12).prop_map(Op::Delete),
         2 => Just(Op::Commit),
@@ -453,6 +454,10 @@ fn text(t: u8) -> String {
 }
 
 type Model = BTreeMap<String, (String, Metadata)>;
+
+fn percent(p: u8) -> Threshold {
+    Threshold::new(f64::from(p) / 100.0).unwrap()
+}
 
 fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), TestCaseError> {
     prop_assert_eq!(searcher.len(), model.len() as u64);
@@ -506,12 +511,18 @@ proptest! {
         let mut batch: Vec<Op> = Vec::new();
         for op in ops {
             match op {
-                Op::Insert(..) | Op::Replace(..) | Op::Delete(..) => {
+                Op::Insert(..) | Op::InsertIfNew(..) | Op::Replace(..) | Op::Delete(..) => {
                     writer_open = true;
                     batch.push(op);
                     match op {
                         Op::Insert(k, t) => {
                             staged.entry(format!("k{k}")).or_insert((text(t), Metadata { url: Some(format!("u{t}")), ..Metadata::default() }));
+                        }
+                        Op::InsertIfNew(k, t, p) => {
+                            let key = format!("k{k}");
+                            if !staged.contains_key(&key) && workload::similar_keys(&staged, &text(t), percent(p)).is_empty() {
+                                staged.insert(key, (text(t), Metadata { url: Some(format!("u{t}")), ..Metadata::default() }));
+                            }
                         }
                         Op::Replace(k, t) => {
                             staged.insert(format!("k{k}"), (text(t), Metadata { date: Some(format!("d{t}")), ..Metadata::default() }));
@@ -543,6 +554,23 @@ proptest! {
                                     }
                                     Err(IndexError::DuplicateKey { .. }) => prop_assert!(ids.contains_key(&key)),
                                     Err(e) => prop_assert!(false, "insert failed: {:?}", e),
+                                }
+                            }
+                            // Whether it was added is checked against the
+                            // model (which decided by brute force) after
+                            // the commit.
+                            Op::InsertIfNew(k, t, p) => {
+                                let key = format!("k{k}");
+                                let expected = expected_duplicate(&ids, t);
+                                let r = w.insert_if_new(&key, Document::Text(&text(t)), Metadata { url: Some(format!("u{t}")), ..Metadata::default() }, percent(p));
+                                match r {
+                                    Ok(InsertIfNew::Inserted(outcome)) => {
+                                        prop_assert_eq!(outcome.exact_duplicate_of, expected);
+                                        ids.insert(key, (outcome.id, signer.sign_text(&text(t)).fingerprint));
+                                    }
+                                    Ok(InsertIfNew::Matches(matches)) => prop_assert!(!matches.is_empty()),
+                                    Err(IndexError::DuplicateKey { .. }) => prop_assert!(ids.contains_key(&key)),
+                                    Err(e) => prop_assert!(false, "insert_if_new failed: {:?}", e),
                                 }
                             }
                             Op::Replace(k, t) => {

@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use neardex::oracle;
 use neardex::store::{
-    CrashMode, Document, Fault, FaultStorage, Index, IndexError, IndexOptions, MemStorage, Metadata, Storage,
+    CrashMode, Document, Fault, FaultStorage, Index, IndexError, IndexOptions, InsertIfNew, MemStorage, Metadata,
+    Storage,
 };
-use neardex::{SignatureConfig, Signer, Similarity, Threshold};
+use neardex::{SignatureConfig, SignatureVector, Signer, Similarity, Threshold};
 
 /// Live documents: key -> (text, metadata).
 pub type Model = BTreeMap<String, (String, Metadata)>;
@@ -55,6 +56,10 @@ pub fn meta(key: &str, t: u8) -> Metadata {
 pub enum Step {
     /// Insert key `k` with text `t` (skipped when `k` is live).
     Insert(u8, u8),
+    /// Insert key `k` with text `t` through `Writer::insert_if_new` at
+    /// τ = `p`/100: not added when a live or staged document is that
+    /// similar (skipped when `k` is live).
+    InsertIfNew(u8, u8, u8),
     /// Replace (or insert) key `k` with text `t`.
     Replace(u8, u8),
     /// Delete key `k`.
@@ -91,6 +96,15 @@ pub fn reference_steps() -> Vec<Step> {
             steps.push(Step::Abort);
             steps.push(Step::Insert(99, 1));
         }
+        // The crawler's call, in a plain batch and in a bulk one: a copy
+        // of a stored text (k1's) is refused, a text not yet stored goes
+        // in, and a copy of that one in the same batch is refused again
+        // (its match is staged).
+        if b == 2 || b == 6 {
+            steps.push(Step::InsertIfNew(50 + b, 5, 90));
+            steps.push(Step::InsertIfNew(51 + b, 32 + b, 90));
+            steps.push(Step::InsertIfNew(52 + b, 32 + b, 90));
+        }
         // Two batches go through a bulk writer: one with a replace and a
         // delete of pending and segment documents, one before the merge.
         steps.push(if b == 3 || b == 6 { Step::BulkCommit } else { Step::Commit });
@@ -121,6 +135,9 @@ pub struct Outcome {
     pub error: Option<String>,
     /// Whether the index exists (its creation returned).
     pub created: bool,
+    /// Documents `insert_if_new` did not add (their matches were the
+    /// model's).
+    pub refused: usize,
 }
 
 /// How a run gets its index.
@@ -167,17 +184,17 @@ fn run_inner(storage: &Arc<dyn Storage>, how: Start, steps: &[Step], out: &mut O
     let mut staged: Vec<Step> = Vec::new();
     for &step in steps {
         match step {
-            Step::Insert(..) | Step::Replace(..) | Step::Delete(..) => staged.push(step),
+            Step::Insert(..) | Step::InsertIfNew(..) | Step::Replace(..) | Step::Delete(..) => staged.push(step),
             Step::Abort => {
                 let mut w = index.writer()?;
-                apply(&mut w, &staged, &mut out.acked.clone())?;
+                apply(&mut w, &staged, &mut out.acked.clone(), &mut out.refused)?;
                 drop(w);
                 staged.clear();
             }
             Step::Commit | Step::BulkCommit => {
                 let mut next = out.acked.clone();
                 let mut w = if step == Step::BulkCommit { index.bulk_writer()? } else { index.writer()? };
-                apply(&mut w, &staged, &mut next)?;
+                apply(&mut w, &staged, &mut next, &mut out.refused)?;
                 staged.clear();
                 out.in_flight = Some(next.clone());
                 w.commit()?;
@@ -195,8 +212,26 @@ fn run_inner(storage: &Arc<dyn Storage>, how: Start, steps: &[Step], out: &mut O
     Ok(())
 }
 
-/// Stages `steps` in `w` and applies them to `model`.
-fn apply(w: &mut neardex::store::Writer<'_>, steps: &[Step], model: &mut Model) -> Result<(), IndexError> {
+/// The keys of `model`'s documents at least `tau` similar to `body`, in
+/// key order: the matches `Writer::insert_if_new` must find, by brute force.
+pub fn similar_keys(model: &Model, body: &str, tau: Threshold) -> Vec<String> {
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    let keys: Vec<&String> = model.keys().collect();
+    let vectors: Vec<SignatureVector> = model.values().map(|(text, _)| signer.sign_text(text).vector).collect();
+    let docs = (0u64..).zip(&vectors);
+    let matches = oracle::query(docs, &signer.sign_text(body).vector, signer.config().similarity, tau);
+    matches.iter().map(|m| keys[m.id as usize].clone()).collect()
+}
+
+/// Stages `steps` in `w` and applies them to `model`; counts in `refused`
+/// the documents `insert_if_new` did not add. Panics when its answer is
+/// not the model's.
+fn apply(
+    w: &mut neardex::store::Writer<'_>,
+    steps: &[Step],
+    model: &mut Model,
+    refused: &mut usize,
+) -> Result<(), IndexError> {
     for &step in steps {
         match step {
             Step::Insert(k, t) => {
@@ -205,6 +240,29 @@ fn apply(w: &mut neardex::store::Writer<'_>, steps: &[Step], model: &mut Model) 
                     let body = text(t);
                     w.insert(&key, Document::Text(&body), meta(&key, t))?;
                     model.insert(key.clone(), (body, meta(&key, t)));
+                }
+            }
+            Step::InsertIfNew(k, t, p) => {
+                let key = format!("k{k}");
+                if !model.contains_key(&key) {
+                    let body = text(t);
+                    let tau = Threshold::new(f64::from(p) / 100.0).expect("τ in (0, 1]");
+                    let expected = similar_keys(model, &body, tau);
+                    match w.insert_if_new(&key, Document::Text(&body), meta(&key, t), tau)? {
+                        InsertIfNew::Inserted(_) => {
+                            assert_eq!(expected, Vec::<String>::new(), "{key} was added over similar documents");
+                            model.insert(key.clone(), (body, meta(&key, t)));
+                        }
+                        InsertIfNew::Matches(matches) => {
+                            let mut found = Vec::new();
+                            for m in matches {
+                                found.push(w.describe(m.id)?.expect("a match is described").key);
+                            }
+                            found.sort();
+                            assert_eq!(found, expected, "the matches that kept {key} out");
+                            *refused += 1;
+                        }
+                    }
                 }
             }
             Step::Replace(k, t) => {
@@ -282,11 +340,13 @@ pub fn check_recovered(storage: Arc<dyn Storage>, outcome: &Outcome) -> Result<M
     Ok(state)
 }
 
-/// Decodes two bytes into a step (keys 0..12, texts 0..48).
+/// Decodes two bytes into a step (keys 0..12, texts 0..22; the high
+/// nibble of `op` gives `insert_if_new`'s τ, 0.25..=1.0).
 fn decode_step(op: u8, arg: u8) -> Step {
     let (k, t) = (arg % 12, arg / 12 % 48);
     match op % 16 {
-        0..=5 => Step::Insert(k, t),
+        0..=4 => Step::Insert(k, t),
+        5 => Step::InsertIfNew(k, t, 25 + 5 * (op >> 4)),
         6 | 7 => Step::Replace(k, t),
         8 | 9 => Step::Delete(k),
         10 | 11 => Step::Commit,
