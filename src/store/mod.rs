@@ -16,6 +16,50 @@
 //! - [`Index::searcher`] returns a [`Searcher`]: a snapshot (a redb read
 //!   transaction plus `Arc`s of the segment list, delta and deletions) that
 //!   later commits and flushes do not change.
+//!
+//! A crawler's loop: keep a page unless a stored one is at least τ
+//! similar, commit, and ask again after a reopen.
+//!
+//! ```
+//! use neardex::store::{Document, Index, InsertIfNew, Metadata};
+//! use neardex::{SignatureConfig, Threshold};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("crawl.ndx");
+//! let tau = Threshold::new(0.8)?;
+//! let story = "The senator said on Monday that the bill would be signed, and the governor has promised \
+//!     to veto it if the vote is close. The debate in the house is expected to last until the end of the week.";
+//! let other = "A small company in the north has built a battery that can be charged in a few minutes, and \
+//!     it is said to last for the whole life of the car. It will be tested by a taxi firm in the spring.";
+//! let copy = format!("Breaking news. {story}");
+//!
+//! let index = Index::create(&path, SignatureConfig::default())?;
+//! let mut writer = index.writer()?;
+//! let mut kept = Vec::new();
+//! for (url, page) in [("https://a.example/1", story), ("https://b.example/2", other), ("https://c.example/3", &copy)] {
+//!     let metadata = Metadata { url: Some(url.to_owned()), ..Metadata::default() };
+//!     match writer.insert_if_new(url, Document::Text(page), metadata, tau)? {
+//!         InsertIfNew::Inserted(_) => kept.push(url),
+//!         InsertIfNew::Matches(matches) => {
+//!             // Staged documents are named by the writer that staged them.
+//!             let first = writer.describe(matches[0].id)?.expect("a match is stored or staged");
+//!             assert_eq!((url, first.key.as_str()), ("https://c.example/3", "https://a.example/1"));
+//!         }
+//!     }
+//! }
+//! writer.commit()?; // durable from here on
+//! assert_eq!(kept, ["https://a.example/1", "https://b.example/2"]);
+//! drop(index);
+//!
+//! let index = Index::open(&path)?;
+//! let searcher = index.searcher()?;
+//! let query = searcher.signer().sign_text(&copy).vector;
+//! let matches = searcher.query(&query, tau)?;
+//! let keys: Vec<String> = matches.iter().map(|m| searcher.describe(m.id).map(|d| d.unwrap().key)).collect::<Result<_, _>>()?;
+//! assert_eq!(keys, ["https://a.example/1"]);
+//! assert!(matches[0].overlap.meets(tau));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod catalog;
 mod delta;
