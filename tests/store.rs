@@ -478,6 +478,15 @@ fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), Test
         ids.insert(doc.id, doc.vector);
     }
     prop_assert_eq!(searcher.describe(u64::MAX).unwrap(), None);
+    // Many at once, in the order asked: descending, an unknown id, a repeat.
+    let mut asked: Vec<u64> = ids.keys().rev().copied().collect();
+    asked.push(u64::MAX);
+    asked.extend(ids.keys().next());
+    let many = searcher.describe_many(&asked).unwrap();
+    prop_assert_eq!(many.len(), asked.len());
+    for (id, info) in asked.iter().zip(&many) {
+        prop_assert_eq!(info, &searcher.describe(*id).unwrap());
+    }
     for tau in [0.3, 0.8, 1.0] {
         let tau = Threshold::new(tau).unwrap();
         let q = signer.sign_text(&text(0)).vector;

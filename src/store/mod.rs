@@ -1620,6 +1620,31 @@ impl Searcher {
         document_info(&self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?, id)
     }
 
+    /// [`Self::describe`] of every id in `ids`, answered in their order:
+    /// what naming every pair or cluster of a self-join needs. The ids are
+    /// looked up in ascending order, in chunks on all cores, each chunk
+    /// opening the catalog's table once.
+    ///
+    /// # Errors
+    /// As [`Self::describe`].
+    pub fn describe_many(&self, ids: &[u64]) -> Result<Vec<Option<DocumentInfo>>, IndexError> {
+        use rayon::prelude::*;
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_unstable_by_key(|&i| ids[i]);
+        let chunks: Vec<Vec<Option<DocumentInfo>>> = order
+            .par_chunks(4096)
+            .map(|chunk| {
+                let docs = self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
+                chunk.iter().map(|&i| document_info(&docs, ids[i])).collect()
+            })
+            .collect::<Result<_, IndexError>>()?;
+        let mut out = vec![None; ids.len()];
+        for (&i, info) in order.iter().zip(chunks.into_iter().flatten()) {
+            out[i] = info;
+        }
+        Ok(out)
+    }
+
     /// The signature vector of live document `id`.
     ///
     /// # Errors

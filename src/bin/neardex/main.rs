@@ -362,9 +362,27 @@ fn quiet_on_broken_pipe(result: io::Result<()>) -> Result<(), String> {
     }
 }
 
-/// The key of document `id` (empty if it is gone).
-fn key_of(searcher: &neardex::store::Searcher, id: u64) -> Result<String, String> {
-    Ok(searcher.describe(id).map_err(|e| e.to_string())?.map(|d| d.key).unwrap_or_default())
+/// The keys of a set of documents, looked up at once
+/// (`Searcher::describe_many`): what a whole self-join's output names.
+struct Names {
+    /// Ascending, distinct.
+    ids: Vec<u64>,
+    keys: Vec<String>,
+}
+
+impl Names {
+    fn of(searcher: &neardex::store::Searcher, ids: impl IntoIterator<Item = u64>) -> Result<Names, String> {
+        let mut ids: Vec<u64> = ids.into_iter().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let infos = searcher.describe_many(&ids).map_err(|e| e.to_string())?;
+        Ok(Names { ids, keys: infos.into_iter().map(|d| d.map(|d| d.key).unwrap_or_default()).collect() })
+    }
+
+    /// The key of document `id` (empty if it is gone).
+    fn key(&self, id: u64) -> &str {
+        self.ids.binary_search(&id).map_or("", |i| &self.keys[i])
+    }
 }
 
 fn threshold(t: f64) -> Result<Threshold, String> {
@@ -482,10 +500,9 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 // command prints them by id, as the brute force does.
                 pairs.sort_unstable_by_key(|p| (p.a, p.b));
             }
+            let names = Names::of(&searcher, pairs.iter().flat_map(|p| [p.a, p.b]))?;
             for p in pairs {
-                let a = key_of(&searcher, p.a)?;
-                let b = key_of(&searcher, p.b)?;
-                out.emit(json!({ "a": a, "b": b, "similarity": p.overlap.value() }))?;
+                out.emit(json!({ "a": names.key(p.a), "b": names.key(p.b), "similarity": p.overlap.value() }))?;
             }
         }
         Command::Clusters { index, threshold: t, .. } => {
@@ -495,11 +512,9 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let spinner = progress::spinner("clustering");
             let clusters = searcher.clusters(tau).map_err(|e| e.to_string())?;
             spinner.finish_and_clear();
+            let names = Names::of(&searcher, clusters.iter().flat_map(|c| c.members.iter().copied()))?;
             for cluster in clusters {
-                let mut keys = Vec::new();
-                for id in &cluster.members {
-                    keys.push(key_of(&searcher, *id)?);
-                }
+                let keys: Vec<&str> = cluster.members.iter().map(|&id| names.key(id)).collect();
                 out.emit(json!({ "representative": keys[0], "members": keys }))?;
             }
         }
@@ -638,11 +653,9 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
     let clusters = searcher.clusters(tau).map_err(|e| e.to_string())?;
     let clustered = started.elapsed();
     let mut in_clusters = 0;
+    let names = Names::of(&searcher, clusters.iter().flat_map(|c| c.members.iter().copied()))?;
     for cluster in &clusters {
-        let mut keys = Vec::new();
-        for id in &cluster.members {
-            keys.push(key_of(&searcher, *id)?);
-        }
+        let keys: Vec<&str> = cluster.members.iter().map(|&id| names.key(id)).collect();
         in_clusters += keys.len();
         out.emit(json!({ "representative": keys[0], "size": keys.len(), "members": keys }))?;
     }
