@@ -53,7 +53,25 @@ pub struct Summary {
     pub exact_duplicates: u64,
     /// Documents not added for `AddOptions::skip_similar`.
     pub near_duplicates: u64,
+    /// Documents added with no signatures under the index's scheme: they
+    /// match nothing (see [`no_signatures_note`]).
+    pub without_signatures: u64,
     pub skipped: Vec<String>,
+}
+
+/// What to tell a user when `n` of `of` documents had no signatures: they
+/// match nothing and nothing matches them. Under SpotSigs that is a page
+/// without the English stopwords its antecedents need (another language,
+/// or a very short text); under shingles a text shorter than one shingle.
+pub fn no_signatures_note(n: u64, of: u64, verb: &str) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "neardex: {n} of {of} documents {verb} had no signatures under this index's scheme and match nothing \
+             (SpotSigs needs its antecedents, English stopwords by default, so pages in other languages or without \
+             running text have none; shingles need k tokens). For other languages, create the index with \
+             --antecedents set to that language's stopwords, or with --scheme words:3"
+        )
+    })
 }
 
 /// Where `add` reports each document it did not add for being similar to
@@ -89,6 +107,7 @@ impl<'a> Batch<'a> {
         }
         let writer = self.writer.as_mut().ok_or("no writer")?;
         let document = Document::Signatures(signature);
+        let without_signatures = signature.vector.is_empty();
         let outcome = match &mut self.skip_similar {
             Some((tau, report)) => match writer.insert_if_new(key, document, metadata, *tau) {
                 Ok(InsertIfNew::Inserted(outcome)) => Ok(outcome),
@@ -113,6 +132,7 @@ impl<'a> Batch<'a> {
             Ok(o) => {
                 summary.added += 1;
                 summary.exact_duplicates += u64::from(o.exact_duplicate_of.is_some());
+                summary.without_signatures += u64::from(without_signatures);
             }
             Err(IndexError::DuplicateKey { key }) => {
                 summary.skipped.push(format!("{key}: key already in the index (use --replace)"));
@@ -282,6 +302,9 @@ pub fn add<'a>(
         secs,
         summary.added as f64 / secs.max(1e-9)
     );
+    if let Some(note) = no_signatures_note(summary.without_signatures, summary.added, "added") {
+        eprintln!("{note}");
+    }
     Ok(summary)
 }
 

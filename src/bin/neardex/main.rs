@@ -446,6 +446,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "added": summary.added,
                 "exact_duplicates": summary.exact_duplicates,
                 "near_duplicates": summary.near_duplicates,
+                "without_signatures": summary.without_signatures,
                 "skipped": summary.skipped.len(),
             }))?;
         }
@@ -475,6 +476,9 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let queries = pipeline.finish()?;
             if key.is_none() && queries.queried == 0 {
                 return Err(format!("nothing to query: the inputs held no document ({} skipped)", queries.skipped));
+            }
+            if let Some(note) = ingest::no_signatures_note(queries.without_signatures, queries.queried, "queried") {
+                eprintln!("{note}");
             }
         }
         Command::Pairs { index, threshold: t, brute_force, .. } => {

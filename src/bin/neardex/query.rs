@@ -79,13 +79,15 @@ pub struct Queries<'s, E> {
     pub queried: u64,
     /// Inputs that were not documents.
     pub skipped: u64,
+    /// Documents queried that had no signatures (they match nothing).
+    pub without_signatures: u64,
     /// Documents not queried yet: key, url, signature.
     held: Vec<(String, Option<String>, DocumentSignature)>,
 }
 
 impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
     pub fn new(searcher: &'s Searcher, how: How, emit: E) -> Self {
-        Queries { searcher, how, emit, queried: 0, skipped: 0, held: Vec::new() }
+        Queries { searcher, how, emit, queried: 0, skipped: 0, without_signatures: 0, held: Vec::new() }
     }
 
     /// Queries the held documents and emits their lines in order.
@@ -110,6 +112,7 @@ impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
 
 impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for Queries<'_, E> {
     fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String> {
+        self.without_signatures += u64::from(signature.vector.is_empty());
         self.held.push((key, metadata.url, signature));
         if self.held.len() >= QUERY_BATCH {
             self.flush()?;
