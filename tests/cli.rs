@@ -265,10 +265,36 @@ fn query_reads_warc_records_json_lines_and_directories_as_add_does() {
     let mut sorted = PAGES.to_vec();
     sorted.sort();
     assert_eq!(lines.len(), sorted.len());
-    for (line, name) in lines.iter().zip(sorted) {
+    for (line, name) in lines.iter().zip(&sorted) {
         assert_eq!(line["query"], pages.join(name).to_str().unwrap());
         assert_eq!(line["matches"], by_file(name), "{name}");
     }
+    // The files the index was built from, each without itself: the same
+    // matches less the one under the query's own key, which every file
+    // with signatures finds (similarity 1).
+    let others = ok(&["query", idx, "-t", tau, "--exclude-self", pages.to_str().unwrap()]);
+    let mut selves = 0;
+    for (line, other) in lines.iter().zip(&others) {
+        let mut expected = line["matches"].as_array().unwrap().clone();
+        expected.retain(|m| m["key"] != line["query"]);
+        selves += line["matches"].as_array().unwrap().len() - expected.len();
+        assert_eq!((&other["query"], other["matches"].as_array().unwrap()), (&line["query"], &expected));
+    }
+    assert_eq!(selves, 4, "the pages with signatures (the two number tables have none)");
+    // With --top 1, the most similar other document, not nothing.
+    let harbor = pages.join("harbor-chronicle.html");
+    let top = ok(&["query", idx, "-t", tau, "--top", "1", "--exclude-self", harbor.to_str().unwrap()]);
+    let best = &others.iter().find(|l| l["query"] == harbor.to_str().unwrap()).unwrap()["matches"];
+    let best = best
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by(|a, b| a["similarity"].as_f64().partial_cmp(&b["similarity"].as_f64()).unwrap());
+    assert!(best.is_some(), "the harbor page has a near-duplicate at {tau}");
+    assert_eq!(top[0]["matches"].as_array().unwrap().as_slice(), std::slice::from_ref(best.unwrap()));
+    let key = harbor.to_str().unwrap();
+    let by_key = ok(&["query", idx, "-t", tau, "--top", "1", "--key", key]);
+    assert_eq!(by_key[0]["matches"], top[0]["matches"], "--key leaves itself out and still gives one");
     // JSON Lines: one query per line, keyed by its id field, as a text file.
     let notes = std::fs::read_to_string(Path::new(DEMO).join("library-notes.txt")).unwrap();
     let jsonl = dir.path().join("q.jsonl");

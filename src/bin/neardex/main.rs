@@ -149,9 +149,15 @@ enum Command {
         /// Keep only the K most similar.
         #[arg(long)]
         top: Option<usize>,
-        /// Query with the stored document of this key.
+        /// Query with the stored document of this key (which is not listed
+        /// among its matches).
         #[arg(long)]
         key: Option<String>,
+        /// Leave out of each document's matches a stored document under the
+        /// document's own key (querying an index with the files or records it
+        /// was built from).
+        #[arg(long)]
+        exclude_self: bool,
         /// Query documents: files, directories, or - for standard input.
         paths: Vec<PathBuf>,
         /// Input format (auto: by extension; .warc/.warc.gz, .jsonl, .html/.htm, else text).
@@ -450,8 +456,20 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "skipped": summary.skipped.len(),
             }))?;
         }
-        Command::Query { index, threshold: t, lsh, top, key, paths, input_format, key_field, text_field, .. } => {
-            let how = query::How { tau: threshold(t)?, lsh, top };
+        Command::Query {
+            index,
+            threshold: t,
+            lsh,
+            top,
+            key,
+            exclude_self,
+            paths,
+            input_format,
+            key_field,
+            text_field,
+            ..
+        } => {
+            let how = query::How { tau: threshold(t)?, lsh, top, exclude_self };
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
             if key.is_none() && paths.is_empty() {

@@ -14,32 +14,38 @@ pub struct How {
     pub lsh: bool,
     /// Only the K most similar.
     pub top: Option<usize>,
+    /// Leave out a stored document under the query document's own key.
+    pub exclude_self: bool,
 }
 
 /// The matches of `signature` as `{"key", "url", "similarity"}` objects
 /// (`url` when the stored document has one), the most similar first when
 /// `how.top` cuts them; `own_key` (a stored document queried with itself)
-/// is left out.
+/// is left out, and does not count against `how.top`.
 pub fn matches(
     searcher: &Searcher,
     signature: &DocumentSignature,
     how: How,
     own_key: Option<&str>,
 ) -> Result<Vec<serde_json::Value>, String> {
-    let mut matches = match (how.lsh, how.top) {
+    let top = how.top.map(|k| k + usize::from(own_key.is_some()));
+    let mut matches = match (how.lsh, top) {
         (true, _) => searcher.query_lsh(signature, how.tau),
         (false, Some(k)) => searcher.top_k(&signature.vector, k, how.tau),
         (false, None) => searcher.query(&signature.vector, how.tau),
     }
     .map_err(|e| e.to_string())?;
     if how.lsh {
-        if let Some(k) = how.top {
+        if let Some(k) = top {
             matches.sort_by(|a, b| b.overlap.value().total_cmp(&a.overlap.value()).then(a.id.cmp(&b.id)));
             matches.truncate(k);
         }
     }
     let mut list = Vec::with_capacity(matches.len());
     for m in matches {
+        if how.top.is_some_and(|k| list.len() == k) {
+            break; // own_key was not among the K + 1
+        }
         let (key, url) = match searcher.describe(m.id).map_err(|e| e.to_string())? {
             Some(doc) => (doc.key, doc.metadata.url),
             None => Default::default(),
@@ -98,7 +104,7 @@ impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
             .held
             .par_iter()
             .map(|(key, url, signature)| {
-                let list = matches(searcher, signature, how, None)?;
+                let list = matches(searcher, signature, how, how.exclude_self.then_some(key.as_str()))?;
                 let mut line = named("query", key, url.as_deref());
                 line["matches"] = json!(list);
                 Ok(line)
