@@ -8,6 +8,13 @@ fn main() -> std::io::Result<()> {
         ("default.bin", neardex::SignatureConfig::default()),
         ("words3.bin", neardex::SignatureConfig::word_shingles(3)),
         ("chars5.bin", neardex::SignatureConfig::char_shingles(5)),
+        (
+            "fallback-words3.bin",
+            neardex::SignatureConfig {
+                fallback: Some(neardex::Scheme::WordShingles { k: 3 }),
+                ..neardex::SignatureConfig::default()
+            },
+        ),
     ] {
         std::fs::write(dir.join(name), config.encode())?;
     }

@@ -29,6 +29,13 @@ pub struct SignatureConfig {
     /// [`FrequencyFilter::learn`] and never updated: the signatures of a
     /// stored document stay a pure function of its bytes.
     pub frequency_filter: FrequencyFilter,
+    /// How a document is signed when `scheme` finds no signatures in it
+    /// (under SpotSigs: a page in a language its antecedents do not cover,
+    /// or one without running text): word or character shingles. `None`
+    /// (the default): such a document has no signatures and matches
+    /// nothing. Signatures of the two kinds are hashes of different
+    /// strings, so a document of one kind matches documents of its own kind.
+    pub fallback: Option<Scheme>,
 }
 
 /// A frozen frequency filter: signature hashes that are dropped from every
@@ -196,6 +203,7 @@ impl Default for SignatureConfig {
             hash_seed: DEFAULT_HASH_SEED,
             minhash: MinHashConfig::default(),
             frequency_filter: FrequencyFilter::default(),
+            fallback: None,
         }
     }
 }
@@ -260,6 +268,12 @@ impl SignatureConfig {
             Scheme::WordShingles { k } => check_range("word shingle size k", *k, MAX_SPAN)?,
             Scheme::CharShingles { k } => check_range("character shingle size k", *k, MAX_SPAN)?,
         }
+        match &self.fallback {
+            None => {}
+            Some(Scheme::WordShingles { k }) => check_range("fallback word shingle size k", *k, MAX_SPAN)?,
+            Some(Scheme::CharShingles { k }) => check_range("fallback character shingle size k", *k, MAX_SPAN)?,
+            Some(_) => return Err(ConfigError::FallbackScheme),
+        }
         let m = self.minhash;
         check_range("MinHash permutations P", m.permutations, MAX_PERMUTATIONS)?;
         if m.bands == 0 || m.rows == 0 || u64::from(m.bands) * u64::from(m.rows) != u64::from(m.permutations) {
@@ -276,18 +290,19 @@ impl SignatureConfig {
     }
 
     /// The stable encoding (FORMAT.md, "Signature configuration"): version
-    /// 1 without a frequency filter, version 2 with one.
+    /// 1 without a frequency filter or fallback, 2 with a filter, 3 with a
+    /// fallback.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(256 + 8 * self.frequency_filter.len());
         out.extend_from_slice(&CONFIG_MAGIC);
-        let version: u16 = if self.frequency_filter.is_empty() { 1 } else { CONFIG_VERSION };
-        out.extend_from_slice(&version.to_le_bytes());
-        let (scheme_code, k) = match &self.scheme {
-            Scheme::SpotSigs(_) => (1u8, 0),
-            Scheme::WordShingles { k } => (2, *k),
-            Scheme::CharShingles { k } => (3, *k),
+        let version: u16 = match (self.fallback.is_some(), self.frequency_filter.is_empty()) {
+            (true, _) => 3,
+            (false, false) => 2,
+            (false, true) => 1,
         };
-        out.push(scheme_code);
+        out.extend_from_slice(&version.to_le_bytes());
+        let (code, k) = scheme_code(&self.scheme);
+        out.push(code);
         out.push(self.similarity.code());
         out.extend_from_slice(&self.hash_seed.to_le_bytes());
         for v in [self.minhash.permutations, self.minhash.bands, self.minhash.rows] {
@@ -305,11 +320,16 @@ impl SignatureConfig {
             }
             _ => out.extend_from_slice(&k.to_le_bytes()),
         }
-        if !self.frequency_filter.is_empty() {
+        if version >= 2 {
             put_u32(&mut out, self.frequency_filter.len());
             for hash in self.frequency_filter.hashes() {
                 out.extend_from_slice(&hash.to_le_bytes());
             }
+        }
+        if let Some(fallback) = &self.fallback {
+            let (code, k) = scheme_code(fallback);
+            out.push(code);
+            out.extend_from_slice(&k.to_le_bytes());
         }
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -386,15 +406,25 @@ impl SignatureConfig {
                 }
                 hashes.push(hash);
             }
-            if hashes.is_empty() {
+            // Version 2 exists for a filter; version 3 holds one or none.
+            if hashes.is_empty() && version == 2 {
                 return Err(ConfigDecodeError::Invalid(ConfigError::FilterOrder { position: 0 }));
             }
             frequency_filter = FrequencyFilter { hashes };
         }
+        let fallback = if version >= 3 {
+            match r.u8()? {
+                2 => Some(Scheme::WordShingles { k: r.u32()? }),
+                3 => Some(Scheme::CharShingles { k: r.u32()? }),
+                code => return Err(ConfigDecodeError::UnknownCode { field: "fallback scheme", code }),
+            }
+        } else {
+            None
+        };
         if r.at != body_len {
             return Err(ConfigDecodeError::TrailingBytes { count: body_len - r.at });
         }
-        let config = SignatureConfig { scheme, similarity, hash_seed, minhash, frequency_filter };
+        let config = SignatureConfig { scheme, similarity, hash_seed, minhash, frequency_filter, fallback };
         config.validate().map_err(ConfigDecodeError::Invalid)?;
         Ok(config)
     }
@@ -403,9 +433,20 @@ impl SignatureConfig {
 /// The first four bytes of a configuration encoding.
 pub const CONFIG_MAGIC: [u8; 4] = *b"NDXC";
 /// The newest configuration encoding version this build writes and reads
-/// (1: no frequency filter; 2: with one). Version 1 is written whenever the
-/// filter is empty, so configurations without one encode as before.
-pub const CONFIG_VERSION: u16 = 2;
+/// (1: no frequency filter; 2: with one; 3: with a fallback scheme, and a
+/// filter that may be empty). The oldest version that can hold a
+/// configuration is written, so configurations without the newer fields
+/// encode as before.
+pub const CONFIG_VERSION: u16 = 3;
+
+/// A scheme's code in the encoding and its shingle size (0 for SpotSigs).
+fn scheme_code(scheme: &Scheme) -> (u8, u32) {
+    match scheme {
+        Scheme::SpotSigs(_) => (1, 0),
+        Scheme::WordShingles { k } => (2, *k),
+        Scheme::CharShingles { k } => (3, *k),
+    }
+}
 
 fn put_u32(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());

@@ -67,6 +67,9 @@ pub enum ConfigError {
         /// Position of the first hash out of order (0 when empty).
         position: usize,
     },
+    /// The fallback scheme is not word or character shingles (SpotSigs
+    /// finding no signatures would find none again).
+    FallbackScheme,
 }
 
 impl fmt::Display for ConfigError {
@@ -93,6 +96,7 @@ impl fmt::Display for ConfigError {
             ConfigError::FilterOrder { position } => {
                 write!(f, "frequency filter hash {position} is out of order (hashes must be distinct and ascending)")
             }
+            ConfigError::FallbackScheme => write!(f, "the fallback scheme must be word or character shingles"),
         }
     }
 }

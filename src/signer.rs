@@ -88,6 +88,8 @@ pub struct ExplainedSignature {
 pub struct Signer {
     config: SignatureConfig,
     extractor: Extractor,
+    /// Signs a document in which `extractor` finds nothing.
+    fallback: Option<Extractor>,
     minhasher: MinHasher,
 }
 
@@ -105,13 +107,15 @@ impl Signer {
     /// The [`ConfigError`] of [`SignatureConfig::validate`].
     pub fn new(config: SignatureConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let extractor = match &config.scheme {
+        let compile = |scheme: &Scheme| match scheme {
             Scheme::SpotSigs(spot) => Extractor::Spot(SpotExtractor::new(spot, config.hash_seed)),
             Scheme::WordShingles { k } => Extractor::Words(*k as usize),
             Scheme::CharShingles { k } => Extractor::Chars(*k as usize),
         };
+        let extractor = compile(&config.scheme);
+        let fallback = config.fallback.as_ref().map(compile);
         let minhasher = MinHasher::new(config.minhash.permutations, config.hash_seed);
-        Ok(Signer { config, extractor, minhasher })
+        Ok(Signer { config, extractor, fallback, minhasher })
     }
 
     /// The configuration.
@@ -196,7 +200,7 @@ impl Signer {
     /// appended to `out`: the signature step alone, without sketches.
     pub fn signature_hashes(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<u64>) {
         scratch.tokens.tokenize(text);
-        if matches!(self.extractor, Extractor::Chars(_)) {
+        if [Some(&self.extractor), self.fallback.as_ref()].into_iter().any(|e| matches!(e, Some(Extractor::Chars(_)))) {
             scratch.tokens.join_bytes_into(&mut scratch.joined);
         }
         std::mem::swap(&mut scratch.hashes, out);
@@ -205,23 +209,13 @@ impl Signer {
     }
 
     /// Appends the signature hashes of `scratch.tokens` (and, for character
-    /// shingles, `scratch.joined`) to `scratch.hashes`.
+    /// shingles, `scratch.joined`) to `scratch.hashes`: the scheme's, or
+    /// the fallback's when the scheme finds none.
     fn hashes_of_tokens(&self, scratch: &mut Scratch) {
-        let seed = self.config.hash_seed;
         let start = scratch.hashes.len();
-        match &self.extractor {
-            Extractor::Spot(spot) => spot.extract_hashes(&scratch.tokens, &mut scratch.spots, &mut scratch.hashes),
-            Extractor::Words(k) => {
-                word_shingle_hashes(&scratch.tokens, *k, seed, &mut scratch.shingle, &mut scratch.hashes)
-            }
-            Extractor::Chars(k) => {
-                let joined = match std::str::from_utf8(&scratch.joined) {
-                    Ok(text) => std::borrow::Cow::Borrowed(text),
-                    // Not reached: whole tokens and spaces are valid UTF-8.
-                    Err(_) => std::borrow::Cow::Owned(scratch.tokens.joined()),
-                };
-                char_shingle_hashes(&joined, *k, seed, &mut scratch.hashes)
-            }
+        self.extract(&self.extractor, scratch);
+        if let Some(fallback) = self.fallback.as_ref().filter(|_| scratch.hashes.len() == start) {
+            self.extract(fallback, scratch);
         }
         let filter = &self.config.frequency_filter;
         if !filter.is_empty() {
@@ -237,6 +231,26 @@ impl Signer {
         }
     }
 
+    /// Appends what `extractor` finds in `scratch.tokens` (or
+    /// `scratch.joined`) to `scratch.hashes`.
+    fn extract(&self, extractor: &Extractor, scratch: &mut Scratch) {
+        let seed = self.config.hash_seed;
+        match extractor {
+            Extractor::Spot(spot) => spot.extract_hashes(&scratch.tokens, &mut scratch.spots, &mut scratch.hashes),
+            Extractor::Words(k) => {
+                word_shingle_hashes(&scratch.tokens, *k, seed, &mut scratch.shingle, &mut scratch.hashes)
+            }
+            Extractor::Chars(k) => {
+                let joined = match std::str::from_utf8(&scratch.joined) {
+                    Ok(text) => std::borrow::Cow::Borrowed(text),
+                    // Not reached: whole tokens and spaces are valid UTF-8.
+                    Err(_) => std::borrow::Cow::Owned(scratch.tokens.joined()),
+                };
+                char_shingle_hashes(&joined, *k, seed, &mut scratch.hashes)
+            }
+        }
+    }
+
     /// Every signature of plain text in readable form with its hash, in
     /// document order (those the frequency filter drops left out).
     pub fn explain(&self, text: &str) -> Vec<ExplainedSignature> {
@@ -248,13 +262,21 @@ impl Signer {
 
     fn explain_unfiltered(&self, text: &str) -> Vec<ExplainedSignature> {
         let tokens = Tokens::from_text(text);
+        let signatures = self.explain_with(&self.extractor, &tokens);
+        match &self.fallback {
+            Some(fallback) if signatures.is_empty() => self.explain_with(fallback, &tokens),
+            _ => signatures,
+        }
+    }
+
+    fn explain_with(&self, extractor: &Extractor, tokens: &Tokens) -> Vec<ExplainedSignature> {
         let seed = self.config.hash_seed;
         let plain = |texts: Vec<String>| {
             texts.into_iter().map(|text| ExplainedSignature { hash: hash_bytes(text.as_bytes(), seed), text }).collect()
         };
-        match (&self.extractor, &self.config.scheme) {
+        match (extractor, &self.config.scheme) {
             (Extractor::Spot(spot), Scheme::SpotSigs(cfg)) => spot
-                .extract(&tokens)
+                .extract(tokens)
                 .into_iter()
                 .map(|s| {
                     let text = s.to_string();
@@ -262,7 +284,7 @@ impl Signer {
                     ExplainedSignature { text, hash }
                 })
                 .collect(),
-            (Extractor::Words(k), _) => plain(word_shingles(&tokens, *k)),
+            (Extractor::Words(k), _) => plain(word_shingles(tokens, *k)),
             (Extractor::Chars(k), _) => plain(char_shingles(&tokens.joined(), *k)),
             _ => Vec::new(),
         }

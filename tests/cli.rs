@@ -181,6 +181,28 @@ fn the_real_warc_samples_ingest_completely() {
 }
 
 /// One WARC 1.1 record, uncompressed.
+#[test]
+fn a_fallback_scheme_signs_the_pages_spotsigs_cannot() {
+    let Some(data) = common::shared_data() else { return };
+    let (_dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx, "--fallback", "words:3"]);
+    assert_eq!(ok(&["stats", idx])[0]["fallback"], "words:3");
+    for file in ["commoncrawl-sample.warc.gz", "clueweb12-quirk.warc.gz"] {
+        let path = data.join("warc-samples").join(file);
+        let output = neardex(&["add", idx, path.to_str().unwrap()]);
+        assert!(output.status.success(), "{file}");
+        assert_eq!(json_lines(&output)[0]["without_signatures"], 0, "{file}");
+        assert!(!String::from_utf8_lossy(&output.stderr).contains("no signatures"), "{file}");
+    }
+    // The pages of each kind pair among themselves, exactly.
+    let pairs = ok(&["pairs", idx, "-t", "0.5"]);
+    assert!(pairs.len() > 10, "the Japanese shop pages share their framing: {}", pairs.len());
+    assert_eq!(pairs, ok(&["pairs", idx, "-t", "0.5", "--brute-force"]));
+    fails(&["create", &format!("{idx}2"), "--fallback", "spotsigs"], 1, "unknown fallback");
+    fails(&["create", &format!("{idx}3"), "--fallback", "chars:0"], 1, "fallback character shingle size");
+}
+
 fn warc_record(kind: &str, id: &str, extra: &[(&str, &str)], block: &str) -> String {
     let mut head = format!("WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {id}\r\n");
     for (name, value) in extra {

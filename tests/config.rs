@@ -64,16 +64,20 @@ fn unicode_words_are_valid_antecedents() {
 
 #[test]
 fn every_corruption_of_the_encoding_is_a_typed_error() {
+    let with_fallback = SignatureConfig { fallback: Some(Scheme::CharShingles { k: 5 }), ..SignatureConfig::default() };
+    for config in [SignatureConfig::default(), with_fallback] {
+        let bytes = config.encode();
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            let result = SignatureConfig::decode(&flipped);
+            assert!(result.is_err(), "bit {bit} flipped went unnoticed");
+        }
+        for len in 0..bytes.len() {
+            assert!(SignatureConfig::decode(&bytes[..len]).is_err(), "truncated to {len}");
+        }
+    }
     let bytes = SignatureConfig::default().encode();
-    for bit in 0..bytes.len() * 8 {
-        let mut flipped = bytes.clone();
-        flipped[bit / 8] ^= 1 << (bit % 8);
-        let result = SignatureConfig::decode(&flipped);
-        assert!(result.is_err(), "bit {bit} flipped went unnoticed");
-    }
-    for len in 0..bytes.len() {
-        assert!(SignatureConfig::decode(&bytes[..len]).is_err(), "truncated to {len}");
-    }
     let mut longer = bytes.clone();
     longer.push(0);
     assert!(SignatureConfig::decode(&longer).is_err());
@@ -81,7 +85,7 @@ fn every_corruption_of_the_encoding_is_a_typed_error() {
     other_version[4] = 9;
     assert_eq!(
         SignatureConfig::decode(&other_version),
-        Err(ConfigDecodeError::Incompatible { found: 9, supported: 1..=2 })
+        Err(ConfigDecodeError::Incompatible { found: 9, supported: 1..=3 })
     );
     assert!(matches!(SignatureConfig::decode(b"NOPE...."), Err(ConfigDecodeError::BadMagic { .. })));
 }
@@ -108,6 +112,59 @@ fn a_config_without_a_filter_still_encodes_as_version_1_and_one_with_a_filter_as
         SignatureConfig::decode(&swapped),
         Err(ConfigDecodeError::Invalid(ConfigError::FilterOrder { position: 1 }))
     );
+}
+
+#[test]
+fn a_fallback_encodes_as_version_3_with_or_without_a_filter() {
+    let plain = SignatureConfig::default().encode();
+    let fallback = SignatureConfig { fallback: Some(Scheme::WordShingles { k: 3 }), ..SignatureConfig::default() };
+    let bytes = fallback.encode();
+    assert_eq!(&bytes[4..6], &[3, 0]);
+    assert_eq!(bytes.len(), plain.len() + 4 + 1 + 4, "an empty filter's count, the fallback's code and k");
+    assert_eq!(SignatureConfig::decode(&bytes), Ok(fallback.clone()));
+    let both = SignatureConfig { frequency_filter: FrequencyFilter::new([5, 1]), ..fallback };
+    let bytes = both.encode();
+    assert_eq!((&bytes[4..6], bytes.len()), (&[3u8, 0][..], plain.len() + 4 + 2 * 8 + 5));
+    assert_eq!(SignatureConfig::decode(&bytes), Ok(both));
+    // SpotSigs is no fallback: refused by validation, and as a code.
+    let spot = SignatureConfig { fallback: Some(SignatureConfig::default().scheme), ..SignatureConfig::default() };
+    assert_eq!(spot.validate(), Err(ConfigError::FallbackScheme));
+    assert!(Signer::new(spot.clone()).is_err());
+    assert_eq!(
+        SignatureConfig::decode(&spot.encode()),
+        Err(ConfigDecodeError::UnknownCode { field: "fallback scheme", code: 1 })
+    );
+    let zero = SignatureConfig { fallback: Some(Scheme::CharShingles { k: 0 }), ..SignatureConfig::default() };
+    assert!(matches!(zero.validate(), Err(ConfigError::OutOfRange { .. })));
+}
+
+#[test]
+fn the_fallback_signs_exactly_what_the_scheme_finds_nothing_in() {
+    let english = "The city council voted on Tuesday to approve a plan for a new library, and the debate was long.";
+    let japanese = "東京都は月曜日に新しい図書館の計画を承認した。議論は三年以上続いていた。";
+    let spot = Signer::new(SignatureConfig::default()).unwrap();
+    let words = Signer::new(SignatureConfig::word_shingles(3)).unwrap();
+    let config = SignatureConfig { fallback: Some(Scheme::WordShingles { k: 3 }), ..SignatureConfig::default() };
+    let both = Signer::new(config.clone()).unwrap();
+    assert!(!spot.sign_text(english).vector.is_empty());
+    assert_eq!(both.sign_text(english), spot.sign_text(english), "a text with signatures is signed as before");
+    assert!(spot.sign_text(japanese).vector.is_empty(), "no English antecedents");
+    let fell_back = both.sign_text(japanese);
+    assert!(!fell_back.vector.is_empty());
+    assert_eq!(fell_back.vector, words.sign_text(japanese).vector, "the fallback's own signatures");
+    assert_eq!(fell_back.fingerprint, spot.sign_text(japanese).fingerprint);
+    assert_eq!(both.explain(japanese), words.explain(japanese));
+    let html = format!("<html><body><p>{japanese}</p></body></html>");
+    assert_eq!(both.sign_html(html.as_bytes()).vector, fell_back.vector);
+    let mut hashes = Vec::new();
+    both.signature_hashes(japanese, &mut neardex::Scratch::default(), &mut hashes);
+    assert_eq!(SignatureVector::from_hashes(hashes), fell_back.vector);
+    // The frequency filter applies to the fallback's signatures too.
+    let dropped = fell_back.vector.hashes()[0];
+    let filtered =
+        Signer::new(SignatureConfig { frequency_filter: FrequencyFilter::new([dropped]), ..config }).unwrap();
+    let vector = filtered.sign_text(japanese).vector;
+    assert_eq!((vector.distinct(), vector.hashes().contains(&dropped)), (fell_back.vector.distinct() - 1, false));
 }
 
 #[test]
@@ -166,13 +223,19 @@ fn arb_config() -> impl Strategy<Value = SignatureConfig> {
     let similarity =
         prop_oneof![Just(Similarity::MultisetJaccard), Just(Similarity::SetJaccard), Just(Similarity::Containment)];
     let filter = prop_oneof![Just(Vec::new()), prop::collection::vec(any::<u64>(), 1..40)];
-    (scheme, similarity, any::<u64>(), 1u32..=32, 1u32..=16, filter).prop_map(
-        |(scheme, similarity, hash_seed, bands, rows, filter)| SignatureConfig {
+    let fallback = prop_oneof![
+        Just(None),
+        (1u32..=64).prop_map(|k| Some(Scheme::WordShingles { k })),
+        (1u32..=64).prop_map(|k| Some(Scheme::CharShingles { k })),
+    ];
+    (scheme, similarity, any::<u64>(), 1u32..=32, 1u32..=16, filter, fallback).prop_map(
+        |(scheme, similarity, hash_seed, bands, rows, filter, fallback)| SignatureConfig {
             scheme,
             similarity,
             hash_seed,
             minhash: MinHashConfig { permutations: bands * rows, bands, rows },
             frequency_filter: FrequencyFilter::new(filter),
+            fallback,
         },
     )
 }

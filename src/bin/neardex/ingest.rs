@@ -62,14 +62,14 @@ pub struct Summary {
 /// What to tell a user when `n` of `of` documents had no signatures: they
 /// match nothing and nothing matches them. Under SpotSigs that is a page
 /// without the English stopwords its antecedents need (another language,
-/// or a very short text); under shingles a text shorter than one shingle.
+/// or no running text); under shingles an empty text.
 pub fn no_signatures_note(n: u64, of: u64, verb: &str) -> Option<String> {
     (n > 0).then(|| {
         format!(
             "neardex: {n} of {of} documents {verb} had no signatures under this index's scheme and match nothing \
              (SpotSigs needs its antecedents, English stopwords by default, so pages in other languages or without \
-             running text have none; shingles need k tokens). For other languages, create the index with \
-             --antecedents set to that language's stopwords, or with --scheme words:3"
+             running text have none). To sign them, create the index with --fallback words:3 (word shingles \
+             for such documents, SpotSigs for the rest), or with --antecedents set to that language's stopwords"
         )
     })
 }

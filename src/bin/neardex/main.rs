@@ -66,6 +66,11 @@ struct SchemeArgs {
     /// SpotSigs chain length c.
     #[arg(long)]
     chain: Option<u32>,
+    /// Sign a document in which the scheme finds no signatures (under
+    /// SpotSigs: another language, or no running text) with words:K or
+    /// chars:K instead (default: none; such a document matches nothing).
+    #[arg(long)]
+    fallback: Option<String>,
     /// Band the MinHash sketches for LSH queries at this τ (default 0.8;
     /// query --lsh finds few matches far below it).
     #[arg(long)]
@@ -552,6 +557,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "bytes_on_disk": stats.bytes_on_disk,
                 "signatures": stats.signatures,
                 "scheme": scheme_name(&config.scheme),
+                "fallback": config.fallback.as_ref().map(scheme_name),
                 "similarity": format!("{:?}", config.similarity),
                 "minhash": { "permutations": config.minhash.permutations, "bands": config.minhash.bands, "rows": config.minhash.rows },
                 "filtered_signatures": config.frequency_filter.len(),
@@ -714,10 +720,11 @@ fn config_for(args: &SchemeArgs) -> Result<SignatureConfig, String> {
             }];
             Scheme::SpotSigs(spot)
         }
-        Some(("words", k)) => Scheme::WordShingles { k: k.parse().map_err(|_| format!("bad shingle size {k:?}"))? },
-        Some(("chars", k)) => Scheme::CharShingles { k: k.parse().map_err(|_| format!("bad shingle size {k:?}"))? },
-        _ => return Err(format!("unknown scheme {:?} (use spotsigs, words:K or chars:K)", args.scheme)),
+        _ => shingles(&args.scheme, "scheme", "spotsigs, words:K or chars:K")?,
     };
+    if let Some(fallback) = &args.fallback {
+        config.fallback = Some(shingles(fallback, "fallback", "words:K or chars:K")?);
+    }
     config.similarity = match args.similarity.as_str() {
         "multiset" => Similarity::MultisetJaccard,
         "set" => Similarity::SetJaccard,
@@ -730,6 +737,18 @@ fn config_for(args: &SchemeArgs) -> Result<SignatureConfig, String> {
     }
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)
+}
+
+/// `words:K` or `chars:K` as a scheme; anything else is an unknown `what`
+/// (the error names the `choices`).
+fn shingles(spec: &str, what: &str, choices: &str) -> Result<Scheme, String> {
+    let (kind, k) = spec.split_once(':').unwrap_or((spec, ""));
+    let k = || k.parse().map_err(|_| format!("bad shingle size {k:?}"));
+    match kind {
+        "words" => Ok(Scheme::WordShingles { k: k()? }),
+        "chars" => Ok(Scheme::CharShingles { k: k()? }),
+        _ => Err(format!("unknown {what} {spec:?} (use {choices})")),
+    }
 }
 
 fn is_html_path(path: &Path) -> bool {
