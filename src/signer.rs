@@ -200,7 +200,7 @@ impl Signer {
     /// appended to `out`: the signature step alone, without sketches.
     pub fn signature_hashes(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<u64>) {
         scratch.tokens.tokenize(text);
-        if [Some(&self.extractor), self.fallback.as_ref()].into_iter().any(|e| matches!(e, Some(Extractor::Chars(_)))) {
+        if matches!(self.extractor, Extractor::Chars(_)) || matches!(self.fallback, Some(Extractor::Chars(_))) {
             scratch.tokens.join_bytes_into(&mut scratch.joined);
         }
         std::mem::swap(&mut scratch.hashes, out);

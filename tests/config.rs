@@ -159,6 +159,17 @@ fn the_fallback_signs_exactly_what_the_scheme_finds_nothing_in() {
     let mut hashes = Vec::new();
     both.signature_hashes(japanese, &mut neardex::Scratch::default(), &mut hashes);
     assert_eq!(SignatureVector::from_hashes(hashes), fell_back.vector);
+    // A character-shingle fallback reads the joined tokens, which only
+    // character shingles need.
+    let hashes_of = |config: SignatureConfig| {
+        let mut hashes = Vec::new();
+        Signer::new(config).unwrap().signature_hashes(japanese, &mut neardex::Scratch::default(), &mut hashes);
+        hashes
+    };
+    let chars = SignatureConfig { fallback: Some(Scheme::CharShingles { k: 4 }), ..SignatureConfig::default() };
+    let expected = hashes_of(SignatureConfig::char_shingles(4));
+    assert!(!expected.is_empty());
+    assert_eq!(hashes_of(chars), expected);
     // The frequency filter applies to the fallback's signatures too.
     let dropped = fell_back.vector.hashes()[0];
     let filtered =
