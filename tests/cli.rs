@@ -156,7 +156,8 @@ fn the_real_warc_samples_ingest_completely() {
         let note = format!("{unsigned} of {responses} documents added had no signatures");
         assert!(stderr.contains(&note), "{file}: {stderr}");
     }
-    assert_eq!(ok(&["stats", idx])[0]["documents"], 45);
+    let stats = &ok(&["stats", idx])[0];
+    assert_eq!((&stats["documents"], &stats["without_signatures"]), (&Value::from(45), &Value::from(11 + 29)));
     assert_eq!(ok(&["verify", idx])[0]["verified"], true);
     // One query per response record: a record with signatures finds
     // itself at similarity 1, with the URL it was stored with.
@@ -195,6 +196,7 @@ fn a_fallback_scheme_signs_the_pages_spotsigs_cannot() {
         assert_eq!(json_lines(&output)[0]["without_signatures"], 0, "{file}");
         assert!(!String::from_utf8_lossy(&output.stderr).contains("no signatures"), "{file}");
     }
+    assert_eq!(ok(&["stats", idx])[0]["without_signatures"], 0);
     // The pages of each kind pair among themselves, exactly.
     let pairs = ok(&["pairs", idx, "-t", "0.5"]);
     assert!(pairs.len() > 10, "the Japanese shop pages share their framing: {}", pairs.len());

@@ -636,6 +636,9 @@ proptest! {
         prop_assert_eq!(idx.maintenance_error(), None);
         idx.verify().unwrap();
         check(&idx.searcher().unwrap(), &committed, &signer)?;
+        let stats = idx.stats().unwrap();
+        let unsigned = committed.values().filter(|(t, _)| signer.sign_text(t).vector.is_empty()).count();
+        prop_assert_eq!((stats.documents, stats.without_signatures), (committed.len() as u64, unsigned as u64));
     }
 }
 

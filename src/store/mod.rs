@@ -233,6 +233,10 @@ pub struct IndexStats {
     pub bytes_on_disk: u64,
     /// Signature occurrences (Σ frequencies) over live documents.
     pub signatures: u64,
+    /// Live documents with no signatures: they match nothing (under
+    /// SpotSigs, pages without its antecedents; see
+    /// [`SignatureConfig::fallback`](crate::SignatureConfig::fallback)).
+    pub without_signatures: u64,
 }
 
 #[derive(Debug)]
@@ -1724,8 +1728,11 @@ impl Searcher {
     }
 
     fn stats(&self, storage: &dyn Storage) -> Result<IndexStats, IndexError> {
-        let mut signatures = 0;
-        self.for_each_live(|_, v| signatures += v.total())?;
+        let (mut signatures, mut without_signatures) = (0, 0);
+        self.for_each_live(|_, v| {
+            signatures += v.total();
+            without_signatures += u64::from(v.is_empty());
+        })?;
         let catalog_bytes = storage.len(CATALOG_FILE).unwrap_or(0);
         let segment_bytes: u64 = self.state.segments.values().map(|s| s.segment.byte_len() as u64).sum();
         Ok(IndexStats {
@@ -1735,6 +1742,7 @@ impl Searcher {
             segments: self.state.segments.len() as u64,
             bytes_on_disk: catalog_bytes + segment_bytes,
             signatures,
+            without_signatures,
         })
     }
 }

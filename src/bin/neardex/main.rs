@@ -556,6 +556,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "segments": stats.segments,
                 "bytes_on_disk": stats.bytes_on_disk,
                 "signatures": stats.signatures,
+                "without_signatures": stats.without_signatures,
                 "scheme": scheme_name(&config.scheme),
                 "fallback": config.fallback.as_ref().map(scheme_name),
                 "similarity": format!("{:?}", config.similarity),
