@@ -12,7 +12,7 @@ use proptest::prelude::*;
 #[path = "common/workload.rs"]
 mod workload;
 
-use workload::Step as Op;
+use workload::{percent, Step as Op};
 
 const ARTICLE: &str = "The city council voted on Tuesday to approve a plan for a new central library, ending a \
                        debate that had lasted more than three years. The building will replace the old branch.";
@@ -454,10 +454,6 @@ fn text(t: u8) -> String {
 }
 
 type Model = BTreeMap<String, (String, Metadata)>;
-
-fn percent(p: u8) -> Threshold {
-    Threshold::new(f64::from(p) / 100.0).unwrap()
-}
 
 fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), TestCaseError> {
     prop_assert_eq!(searcher.len(), model.len() as u64);

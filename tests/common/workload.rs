@@ -212,6 +212,11 @@ fn run_inner(storage: &Arc<dyn Storage>, how: Start, steps: &[Step], out: &mut O
     Ok(())
 }
 
+/// τ = `p`/100 (`p` in 1..=100).
+pub fn percent(p: u8) -> Threshold {
+    Threshold::new(f64::from(p) / 100.0).expect("τ in (0, 1]")
+}
+
 /// The keys of `model`'s documents at least `tau` similar to `body`, in
 /// key order: the matches `Writer::insert_if_new` must find, by brute force.
 pub fn similar_keys(model: &Model, body: &str, tau: Threshold) -> Vec<String> {
@@ -246,7 +251,7 @@ fn apply(
                 let key = format!("k{k}");
                 if !model.contains_key(&key) {
                     let body = text(t);
-                    let tau = Threshold::new(f64::from(p) / 100.0).expect("τ in (0, 1]");
+                    let tau = percent(p);
                     let expected = similar_keys(model, &body, tau);
                     match w.insert_if_new(&key, Document::Text(&body), meta(&key, t), tau)? {
                         InsertIfNew::Inserted(_) => {
