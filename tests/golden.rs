@@ -88,6 +88,17 @@ fn other_sketches() {
 fn configuration_encoding() {
     let hex: String = SignatureConfig::word_shingles(3).encode().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(hex, "4e44584301000201317865647261656e75000000090000000d00000003000000c3306587");
+    // The CRC32 an encoding stores in its last four bytes (the CRC32 of a
+    // whole encoding, stored CRC included, is the constant 0x2144df1c for
+    // every valid one, so that pins nothing).
+    let stored_crc = |bytes: &[u8]| u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
     let default = SignatureConfig::default().encode();
-    assert_eq!((default.len(), crc32fast::hash(&default)), (1359, 0x2144_df1c));
+    assert_eq!((default.len(), stored_crc(&default)), (1359, 0x08c9_9744));
+    // Version 3: the default with a word-3-shingle fallback, whose last 9
+    // bytes before the CRC are an empty filter's count, code 2 and k = 3.
+    let fallback =
+        SignatureConfig { fallback: Some(neardex::Scheme::WordShingles { k: 3 }), ..SignatureConfig::default() };
+    let bytes = fallback.encode();
+    let tail: String = bytes[bytes.len() - 13..].iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!((bytes.len(), &tail[..18], stored_crc(&bytes)), (1368, "000000000203000000", 0x4720_b926));
 }
