@@ -220,6 +220,18 @@ fn real_pages_at_several_thresholds() {
             matches += got.len();
         }
     }
+    // A page given as HTML, as text or as signatures: the answer for its
+    // vector, which includes the page itself.
+    for (page, (id, vector)) in pages.iter().zip(&vectors).step_by(97) {
+        let tau = Threshold::new(0.5).unwrap();
+        let expected = s.query(vector, tau).unwrap();
+        assert!(vector.is_empty() || expected.iter().any(|m| m.id == *id), "{}", page.name);
+        let text = neardex::text::html_bytes_to_text(&page.html);
+        let signature = signer.sign_text(&text);
+        for document in [Document::Html(&page.html), Document::Text(&text), Document::Signatures(&signature)] {
+            assert_eq!(s.query_document(document, tau).unwrap(), expected, "{}", page.name);
+        }
+    }
     println!(
         "real pages: {matches} matches; postings read with pruning {full_read}, without {none_read}; \
          segment look-ups skipped {skipped}"

@@ -53,8 +53,7 @@
 //!
 //! let index = Index::open(&path)?;
 //! let searcher = index.searcher()?;
-//! let query = searcher.signer().sign_text(&copy).vector;
-//! let matches = searcher.query(&query, tau)?;
+//! let matches = searcher.query_document(Document::Text(&copy), tau)?;
 //! let keys: Vec<String> = matches.iter().map(|m| searcher.describe(m.id).map(|d| d.unwrap().key)).collect::<Result<_, _>>()?;
 //! assert_eq!(keys, ["https://a.example/1"]);
 //! assert!(matches[0].overlap.meets(tau));

@@ -1053,6 +1053,16 @@ impl Searcher {
         Ok(self.query_with(query, tau, Pruning::Full)?.0)
     }
 
+    /// [`Searcher::query`] for a document given as a writer is given one
+    /// (text, HTML, or signatures made with the index's configuration):
+    /// "which stored documents are at least τ similar to this one?".
+    ///
+    /// # Errors
+    /// As [`Searcher::query`].
+    pub fn query_document(&self, document: super::Document<'_>, tau: Threshold) -> Result<Vec<Match>, IndexError> {
+        self.query(&super::sign_document(self.signer(), document).vector, tau)
+    }
+
     /// [`Searcher::query`] for the document stored under `key` (it is not
     /// part of its own answer); `None` when no document has that key.
     ///
