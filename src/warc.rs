@@ -371,6 +371,20 @@ impl HttpResponse {
     }
 }
 
+/// Whether a payload of this `Content-Type` is a page to sign: HTML, XHTML
+/// or plain text, or no type given. Images, PDFs, scripts, style sheets,
+/// feeds and other data are not (signed as text they would give noise, or
+/// under a shingle fallback near-duplicates of each other).
+pub fn is_page_type(content_type: Option<&str>) -> bool {
+    matches!(media_type(content_type).as_str(), "" | "text/html" | "application/xhtml+xml" | "text/plain")
+}
+
+/// The media type of a `Content-Type` (lower case, without parameters;
+/// empty when there is none).
+pub fn media_type(content_type: Option<&str>) -> String {
+    content_type.and_then(|t| t.split(';').next()).unwrap_or("").trim().to_ascii_lowercase()
+}
+
 /// Splits an HTTP response into status, headers (CRLF or bare LF lines)
 /// and payload; a gzip payload (by its magic bytes, whatever the headers
 /// say) is decompressed.
@@ -409,6 +423,18 @@ pub fn parse_http_response(block: &[u8]) -> Option<HttpResponse> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_are_html_xhtml_plain_text_or_untyped() {
+        for page in [None, Some("text/html"), Some("TEXT/HTML; charset=utf-8"), Some(" application/xhtml+xml ")] {
+            assert!(is_page_type(page), "{page:?}");
+        }
+        assert!(is_page_type(Some("text/plain;charset=us-ascii")));
+        for other in ["image/jpeg", "application/pdf", "text/css", "application/javascript", "application/rss+xml"] {
+            assert!(!is_page_type(Some(other)), "{other}");
+        }
+        assert_eq!(media_type(Some("Image/PNG; q=1")), "image/png");
+    }
 
     fn record(kind: &str, body: &str) -> String {
         format!(

@@ -214,6 +214,40 @@ fn warc_record(kind: &str, id: &str, extra: &[(&str, &str)], block: &str) -> Str
 }
 
 #[test]
+fn warc_records_that_are_not_pages_are_counted_and_left_out() {
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx, "--fallback", "chars:4"]);
+    let page = std::fs::read_to_string(Path::new(DEMO).join("harbor-chronicle.html")).unwrap();
+    let html = format!("HTTP/1.1 200 OK\r\nContent-Type: Text/HTML; charset=utf-8\r\n\r\n{page}");
+    // Under a character-shingle fallback, two like images would be
+    // near-duplicates of each other.
+    let png = "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n\r\n\u{89}PNG IHDR IDAT pixels pixels pixels";
+    let mut warc = warc_record("response", "<urn:uuid:page>", &[], &html);
+    warc += &warc_record("response", "<urn:uuid:png1>", &[], png);
+    warc += &warc_record("response", "<urn:uuid:png2>", &[], png);
+    warc += &warc_record("resource", "<urn:uuid:pdf>", &[("Content-Type", "application/pdf")], "%PDF-1.4 stream");
+    warc += &warc_record("resource", "<urn:uuid:txt>", &[("Content-Type", "text/plain")], "A note on the ferry.");
+    let path = dir.path().join("crawl.warc");
+    std::fs::write(&path, warc).unwrap();
+    let output = neardex(&["add", idx, path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let added = &json_lines(&output)[0];
+    assert_eq!(
+        (&added["added"], &added["not_pages"], &added["skipped"]),
+        (&Value::from(2), &Value::from(3), &Value::from(0))
+    );
+    let note = "left out 3 WARC records that are not pages (image/png 2, application/pdf 1)";
+    assert!(String::from_utf8_lossy(&output.stderr).contains(note), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(ok(&["pairs", idx, "-t", "0.5"]).is_empty(), "no image pairs with another");
+    let output = neardex(&["query", idx, path.to_str().unwrap()]);
+    assert!(output.status.success());
+    let queried: Vec<Value> = json_lines(&output).iter().map(|l| l["query"].clone()).collect();
+    assert_eq!(queried, ["<urn:uuid:page>", "<urn:uuid:txt>"]);
+    assert!(String::from_utf8_lossy(&output.stderr).contains(note));
+}
+
+#[test]
 fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     let (dir, idx) = index_dir();
     let idx = idx.as_str();

@@ -56,7 +56,39 @@ pub struct Summary {
     /// Documents added with no signatures under the index's scheme: they
     /// match nothing (see [`no_signatures_note`]).
     pub without_signatures: u64,
+    /// WARC records left out as not pages.
+    pub not_pages: NotPages,
     pub skipped: Vec<String>,
+}
+
+/// WARC records whose payload is not a page, counted by media type.
+#[derive(Default)]
+pub struct NotPages(std::collections::BTreeMap<String, u64>);
+
+impl NotPages {
+    pub fn add(&mut self, media_type: String) {
+        *self.0.entry(media_type).or_default() += 1;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// One line for standard error, the most frequent types first.
+    pub fn note(&self) -> Option<String> {
+        let mut types: Vec<(&String, &u64)> = self.0.iter().collect();
+        types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let shown: Vec<String> = types.iter().take(5).map(|(t, n)| format!("{t} {n}")).collect();
+        let more = if types.len() > 5 { ", ..." } else { "" };
+        (!types.is_empty()).then(|| {
+            format!(
+                "neardex: left out {} WARC records that are not pages ({}{more}): only HTML, XHTML and plain text \
+                 are signed",
+                self.total(),
+                shown.join(", ")
+            )
+        })
+    }
 }
 
 /// What to tell a user when `n` of `of` documents had no signatures: they
@@ -196,6 +228,8 @@ pub trait Sink {
     fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String>;
     /// Something in the input that is not a document, and why.
     fn skipped(&mut self, reason: String);
+    /// A WARC record whose payload is not a page, by its media type.
+    fn not_a_page(&mut self, media_type: String);
     /// The stored signature of `key`: the target of a WARC revisit record
     /// not seen earlier in its file.
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String>;
@@ -305,6 +339,9 @@ pub fn add<'a>(
     if let Some(note) = no_signatures_note(summary.without_signatures, summary.added, "added") {
         eprintln!("{note}");
     }
+    if let Some(note) = summary.not_pages.note() {
+        eprintln!("{note}");
+    }
     Ok(summary)
 }
 
@@ -323,6 +360,9 @@ enum Work {
     Revisit { target: Option<String>, at: String },
     /// Not a document: a line for the summary's skipped list.
     Skip(String),
+    /// A WARC record whose payload is not a page (an image, a PDF, a
+    /// script): counted by its media type, not listed one by one.
+    NotPage(String),
     /// The end of an input file: its records' signatures are forgotten.
     EndOfFile,
 }
@@ -450,6 +490,10 @@ fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, 
             sink.skipped(reason);
             return Ok(());
         }
+        Work::NotPage(media_type) => {
+            sink.not_a_page(media_type);
+            return Ok(());
+        }
         Work::EndOfFile => {
             seen.clear();
             return Ok(());
@@ -477,6 +521,10 @@ impl Sink for Inserter<'_> {
 
     fn skipped(&mut self, reason: String) {
         self.summary.skipped.push(reason);
+    }
+
+    fn not_a_page(&mut self, media_type: String) {
+        self.summary.not_pages.add(media_type);
     }
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
@@ -575,11 +623,19 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
                     pipeline.push(Item::skip(format!("{at}: unreadable HTTP response")))?;
                     continue;
                 };
-                let declared = http.charset().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
-                Work::Html(http.payload.to_vec(), declared)
+                let content_type = http.header("Content-Type");
+                if !neardex::warc::is_page_type(content_type) {
+                    Work::NotPage(neardex::warc::media_type(content_type))
+                } else {
+                    let declared = http.charset().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
+                    Work::Html(http.payload.to_vec(), declared)
+                }
             }
             "resource" | "conversion" => {
-                if record.header("Content-Type").is_some_and(|t| t.contains("html")) {
+                let content_type = record.header("Content-Type");
+                if !neardex::warc::is_page_type(content_type) {
+                    Work::NotPage(neardex::warc::media_type(content_type))
+                } else if content_type.is_some_and(|t| t.contains("html")) {
                     Work::Html(record.block, None)
                 } else {
                     Work::Bytes(record.block)

@@ -458,6 +458,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "exact_duplicates": summary.exact_duplicates,
                 "near_duplicates": summary.near_duplicates,
                 "without_signatures": summary.without_signatures,
+                "not_pages": summary.not_pages.total(),
                 "skipped": summary.skipped.len(),
             }))?;
         }
@@ -501,6 +502,9 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 return Err(format!("nothing to query: the inputs held no document ({} skipped)", queries.skipped));
             }
             if let Some(note) = ingest::no_signatures_note(queries.without_signatures, queries.queried, "queried") {
+                eprintln!("{note}");
+            }
+            if let Some(note) = queries.not_pages.note() {
                 eprintln!("{note}");
             }
         }

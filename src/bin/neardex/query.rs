@@ -87,13 +87,24 @@ pub struct Queries<'s, E> {
     pub skipped: u64,
     /// Documents queried that had no signatures (they match nothing).
     pub without_signatures: u64,
+    /// WARC records left out as not pages.
+    pub not_pages: crate::ingest::NotPages,
     /// Documents not queried yet: key, url, signature.
     held: Vec<(String, Option<String>, DocumentSignature)>,
 }
 
 impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
     pub fn new(searcher: &'s Searcher, how: How, emit: E) -> Self {
-        Queries { searcher, how, emit, queried: 0, skipped: 0, without_signatures: 0, held: Vec::new() }
+        Queries {
+            searcher,
+            how,
+            emit,
+            queried: 0,
+            skipped: 0,
+            without_signatures: 0,
+            not_pages: Default::default(),
+            held: Vec::new(),
+        }
     }
 
     /// Queries the held documents and emits their lines in order.
@@ -129,6 +140,10 @@ impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for 
     fn skipped(&mut self, reason: String) {
         self.skipped += 1;
         eprintln!("neardex: skipped {reason}");
+    }
+
+    fn not_a_page(&mut self, media_type: String) {
+        self.not_pages.add(media_type);
     }
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
