@@ -237,7 +237,7 @@ fn warc_records_that_are_not_pages_are_counted_and_left_out() {
         (&added["added"], &added["not_pages"], &added["skipped"]),
         (&Value::from(2), &Value::from(3), &Value::from(0))
     );
-    let note = "left out 3 WARC records that are not pages (image/png 2, application/pdf 1)";
+    let note = "left out 3 inputs that are not pages (image/png 2, application/pdf 1)";
     assert!(String::from_utf8_lossy(&output.stderr).contains(note), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(ok(&["pairs", idx, "-t", "0.5"]).is_empty(), "no image pairs with another");
     let output = neardex(&["query", idx, path.to_str().unwrap()]);
@@ -245,6 +245,21 @@ fn warc_records_that_are_not_pages_are_counted_and_left_out() {
     let queried: Vec<Value> = json_lines(&output).iter().map(|l| l["query"].clone()).collect();
     assert_eq!(queried, ["<urn:uuid:page>", "<urn:uuid:txt>"]);
     assert!(String::from_utf8_lossy(&output.stderr).contains(note));
+    // Files too: a binary file (a NUL byte early on) is not a page; UTF-16
+    // text, whose NUL bytes follow a byte order mark, is.
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("photo.txt"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR the ferry").unwrap();
+    let utf16: Vec<u8> = [0xFF, 0xFE]
+        .into_iter()
+        .chain("The ferry was late again today.".encode_utf16().flat_map(u16::to_le_bytes))
+        .collect();
+    std::fs::write(files.join("note.txt"), utf16).unwrap();
+    let output = neardex(&["add", idx, files.to_str().unwrap()]);
+    assert!(output.status.success());
+    let added = &json_lines(&output)[0];
+    assert_eq!((&added["added"], &added["not_pages"]), (&Value::from(1), &Value::from(1)));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("left out 1 input that is not a page (binary file 1)"));
 }
 
 #[test]

@@ -56,12 +56,13 @@ pub struct Summary {
     /// Documents added with no signatures under the index's scheme: they
     /// match nothing (see [`no_signatures_note`]).
     pub without_signatures: u64,
-    /// WARC records left out as not pages.
+    /// WARC records and files left out as not pages.
     pub not_pages: NotPages,
     pub skipped: Vec<String>,
 }
 
-/// WARC records whose payload is not a page, counted by media type.
+/// WARC records whose payload is not a page, and binary files, counted
+/// by media type ("binary file" for the latter).
 #[derive(Default)]
 pub struct NotPages(std::collections::BTreeMap<String, u64>);
 
@@ -80,10 +81,10 @@ impl NotPages {
         types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let shown: Vec<String> = types.iter().take(5).map(|(t, n)| format!("{t} {n}")).collect();
         let more = if types.len() > 5 { ", ..." } else { "" };
+        let what = if self.total() == 1 { "input that is not a page" } else { "inputs that are not pages" };
         (!types.is_empty()).then(|| {
             format!(
-                "neardex: left out {} WARC records that are not pages ({}{more}): only HTML, XHTML and plain text \
-                 are signed",
+                "neardex: left out {} {what} ({}{more}): only HTML, XHTML and plain text are signed",
                 self.total(),
                 shown.join(", ")
             )
@@ -228,7 +229,8 @@ pub trait Sink {
     fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String>;
     /// Something in the input that is not a document, and why.
     fn skipped(&mut self, reason: String);
-    /// A WARC record whose payload is not a page, by its media type.
+    /// A WARC record whose payload is not a page, by its media type, or a
+    /// binary file.
     fn not_a_page(&mut self, media_type: String);
     /// The stored signature of `key`: the target of a WARC revisit record
     /// not seen earlier in its file.
@@ -361,7 +363,8 @@ enum Work {
     /// Not a document: a line for the summary's skipped list.
     Skip(String),
     /// A WARC record whose payload is not a page (an image, a PDF, a
-    /// script): counted by its media type, not listed one by one.
+    /// script), or a binary file: counted by its media type, not listed
+    /// one by one.
     NotPage(String),
     /// The end of an input file: its records' signatures are forgotten.
     EndOfFile,
@@ -546,6 +549,13 @@ impl<R: Read> Read for Counted<'_, R> {
     }
 }
 
+/// Whether a file's bytes are binary, as git decides: a NUL byte in the
+/// first 8,000, unless a UTF-16 byte order mark starts them.
+fn looks_binary(bytes: &[u8]) -> bool {
+    let utf16 = bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]);
+    !utf16 && memchr::memchr(0, &bytes[..bytes.len().min(8000)]).is_some()
+}
+
 /// Reads the documents of one input into the pipeline: a text or HTML
 /// input is one document, read whole; JSON Lines and WARC are read as they
 /// stream in (the memory of one line or record, not of the file).
@@ -562,8 +572,17 @@ fn read_documents(
     };
     let document = |work| Item { key: name.to_owned(), metadata: Metadata::default(), work };
     match format {
-        Format::Auto | Format::Text => pipeline.push(document(Work::Bytes(whole()?)))?,
-        Format::Html => pipeline.push(document(Work::Html(whole()?, None)))?,
+        Format::Auto | Format::Text | Format::Html => {
+            let bytes = whole()?;
+            let work = if looks_binary(&bytes) {
+                Work::NotPage("binary file".to_owned())
+            } else if format == Format::Html {
+                Work::Html(bytes, None)
+            } else {
+                Work::Bytes(bytes)
+            };
+            pipeline.push(document(work))?
+        }
         Format::Jsonl => read_jsonl(name, input, options, pipeline)?,
         Format::Warc => read_warc(name, input, pipeline)?,
     }

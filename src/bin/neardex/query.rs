@@ -87,7 +87,7 @@ pub struct Queries<'s, E> {
     pub skipped: u64,
     /// Documents queried that had no signatures (they match nothing).
     pub without_signatures: u64,
-    /// WARC records left out as not pages.
+    /// WARC records and files left out as not pages.
     pub not_pages: crate::ingest::NotPages,
     /// Documents not queried yet: key, url, signature.
     held: Vec<(String, Option<String>, DocumentSignature)>,
