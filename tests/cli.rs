@@ -260,6 +260,7 @@ fn warc_records_that_are_not_pages_are_counted_and_left_out() {
     let added = &json_lines(&output)[0];
     assert_eq!((&added["added"], &added["not_pages"]), (&Value::from(1), &Value::from(1)));
     assert!(String::from_utf8_lossy(&output.stderr).contains("left out 1 input that is not a page (binary file 1)"));
+    fails(&["query", idx, files.join("photo.txt").to_str().unwrap()], 1, "held no document (0 skipped, 1 not pages)");
 }
 
 #[test]

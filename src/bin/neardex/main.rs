@@ -499,7 +499,11 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             ingest::read_inputs(&paths, &input, &mut pipeline)?;
             let queries = pipeline.finish()?;
             if key.is_none() && queries.queried == 0 {
-                return Err(format!("nothing to query: the inputs held no document ({} skipped)", queries.skipped));
+                return Err(format!(
+                    "nothing to query: the inputs held no document ({} skipped, {} not pages)",
+                    queries.skipped,
+                    queries.not_pages.total()
+                ));
             }
             if let Some(note) = ingest::no_signatures_note(queries.without_signatures, queries.queried, "queried") {
                 eprintln!("{note}");
