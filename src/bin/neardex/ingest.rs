@@ -77,18 +77,19 @@ impl NotPages {
 
     /// One line for standard error, the most frequent types first.
     pub fn note(&self) -> Option<String> {
+        if self.0.is_empty() {
+            return None;
+        }
         let mut types: Vec<(&String, &u64)> = self.0.iter().collect();
         types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let shown: Vec<String> = types.iter().take(5).map(|(t, n)| format!("{t} {n}")).collect();
         let more = if types.len() > 5 { ", ..." } else { "" };
         let what = if self.total() == 1 { "input that is not a page" } else { "inputs that are not pages" };
-        (!types.is_empty()).then(|| {
-            format!(
-                "neardex: left out {} {what} ({}{more}): only HTML, XHTML and plain text are signed",
-                self.total(),
-                shown.join(", ")
-            )
-        })
+        Some(format!(
+            "neardex: left out {} {what} ({}{more}): only HTML, XHTML and plain text are signed",
+            self.total(),
+            shown.join(", ")
+        ))
     }
 }
 
@@ -549,6 +550,11 @@ impl<R: Read> Read for Counted<'_, R> {
     }
 }
 
+/// [`Work::NotPage`] for a payload whose `Content-Type` is not a page's.
+fn not_a_page(content_type: Option<&str>) -> Option<Work> {
+    (!neardex::warc::is_page_type(content_type)).then(|| Work::NotPage(neardex::warc::media_type(content_type)))
+}
+
 /// Whether a file's bytes are binary, as git decides: a NUL byte in the
 /// first 8,000, unless a UTF-16 byte order mark starts them.
 fn looks_binary(bytes: &[u8]) -> bool {
@@ -642,22 +648,21 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
                     pipeline.push(Item::skip(format!("{at}: unreadable HTTP response")))?;
                     continue;
                 };
-                let content_type = http.header("Content-Type");
-                if !neardex::warc::is_page_type(content_type) {
-                    Work::NotPage(neardex::warc::media_type(content_type))
-                } else {
-                    let declared = http.charset().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
-                    Work::Html(http.payload.to_vec(), declared)
+                match not_a_page(http.header("Content-Type")) {
+                    Some(work) => work,
+                    None => {
+                        let declared = http.charset().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
+                        Work::Html(http.payload, declared)
+                    }
                 }
             }
             "resource" | "conversion" => {
                 let content_type = record.header("Content-Type");
-                if !neardex::warc::is_page_type(content_type) {
-                    Work::NotPage(neardex::warc::media_type(content_type))
-                } else if content_type.is_some_and(|t| t.contains("html")) {
-                    Work::Html(record.block, None)
-                } else {
-                    Work::Bytes(record.block)
+                let html = content_type.is_some_and(|t| t.contains("html"));
+                match not_a_page(content_type) {
+                    Some(work) => work,
+                    None if html => Work::Html(record.block, None),
+                    None => Work::Bytes(record.block),
                 }
             }
             "revisit" => Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), at },
