@@ -47,6 +47,16 @@ const PAGES: [&str; 6] = [
     "library-notes.txt",
 ];
 
+/// The six demo pages, as a directory of their own under `dir`.
+fn demo_pages(dir: &Path) -> std::path::PathBuf {
+    let pages = dir.join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    for name in PAGES {
+        std::fs::copy(Path::new(DEMO).join(name), pages.join(name)).unwrap();
+    }
+    pages
+}
+
 #[test]
 fn every_command_on_text_html_and_jsonl() {
     let (dir, idx) = index_dir();
@@ -61,12 +71,7 @@ fn every_command_on_text_html_and_jsonl() {
          {\"id\": \"three\", \"text\": \"The city council voted on Tuesday to approve a plan for a new central library.\"}\n",
     )
     .unwrap();
-    // The six demo pages, as a directory of their own.
-    let pages = dir.path().join("pages");
-    std::fs::create_dir(&pages).unwrap();
-    for name in PAGES {
-        std::fs::copy(Path::new(DEMO).join(name), pages.join(name)).unwrap();
-    }
+    let pages = demo_pages(dir.path());
     let pages_dir = pages.to_str().unwrap();
     let added = ok(&["add", idx, pages_dir, jsonl.to_str().unwrap()]);
     assert_eq!(added[0]["added"], 8);
@@ -292,11 +297,7 @@ fn query_reads_warc_records_json_lines_and_directories_as_add_does() {
     let (dir, idx) = index_dir();
     let idx = idx.as_str();
     ok(&["create", idx]);
-    let pages = dir.path().join("pages");
-    std::fs::create_dir(&pages).unwrap();
-    for name in PAGES {
-        std::fs::copy(Path::new(DEMO).join(name), pages.join(name)).unwrap();
-    }
+    let pages = demo_pages(dir.path());
     ok(&["add", idx, pages.to_str().unwrap()]);
     let tau = "0.3";
     // What a query with each page's file finds.

@@ -53,59 +53,60 @@ pub struct Summary {
     pub exact_duplicates: u64,
     /// Documents not added for `AddOptions::skip_similar`.
     pub near_duplicates: u64,
-    /// Documents added with no signatures under the index's scheme: they
-    /// match nothing (see [`no_signatures_note`]).
-    pub without_signatures: u64,
-    /// WARC records and files left out as not pages.
-    pub not_pages: NotPages,
+    /// What was added without signatures, and what was left out as not a
+    /// page.
+    pub unsigned: Unsigned,
     pub skipped: Vec<String>,
 }
 
-/// WARC records whose payload is not a page, and binary files, counted
-/// by media type ("binary file" for the latter).
+/// What the inputs held that no query can match: documents with no
+/// signatures under the index's scheme (under SpotSigs a page without the
+/// English stopwords its antecedents need: another language, or no running
+/// text), and WARC records and files left out as not pages (a payload
+/// whose media type is not a page's, a binary file), by media type.
 #[derive(Default)]
-pub struct NotPages(std::collections::BTreeMap<String, u64>);
+pub struct Unsigned {
+    pub without_signatures: u64,
+    not_pages: std::collections::BTreeMap<String, u64>,
+}
 
-impl NotPages {
-    pub fn add(&mut self, media_type: String) {
-        *self.0.entry(media_type).or_default() += 1;
+impl Unsigned {
+    pub fn not_a_page(&mut self, media_type: String) {
+        *self.not_pages.entry(media_type).or_default() += 1;
     }
 
-    pub fn total(&self) -> u64 {
-        self.0.values().sum()
+    pub fn not_pages(&self) -> u64 {
+        self.not_pages.values().sum()
     }
 
-    /// One line for standard error, the most frequent types first.
-    pub fn note(&self) -> Option<String> {
-        if self.0.is_empty() {
-            return None;
+    /// Tells standard error what of the `of` documents `verb` (added,
+    /// queried) had no signatures, with the remedy, and what inputs were
+    /// not pages, the most frequent media types first.
+    pub fn print_notes(&self, of: u64, verb: &str) {
+        let n = self.without_signatures;
+        if n > 0 {
+            eprintln!(
+                "neardex: {n} of {of} documents {verb} had no signatures under this index's scheme and match \
+                 nothing (SpotSigs needs its antecedents, English stopwords by default, so pages in other languages \
+                 or without running text have none). To sign them, create the index with --fallback words:3 (word \
+                 shingles for such documents, SpotSigs for the rest), or with --antecedents set to that language's \
+                 stopwords"
+            );
         }
-        let mut types: Vec<(&String, &u64)> = self.0.iter().collect();
+        if self.not_pages.is_empty() {
+            return;
+        }
+        let mut types: Vec<(&String, &u64)> = self.not_pages.iter().collect();
         types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let shown: Vec<String> = types.iter().take(5).map(|(t, n)| format!("{t} {n}")).collect();
         let more = if types.len() > 5 { ", ..." } else { "" };
-        let what = if self.total() == 1 { "input that is not a page" } else { "inputs that are not pages" };
-        Some(format!(
-            "neardex: left out {} {what} ({}{more}): only HTML, XHTML and plain text are signed",
-            self.total(),
+        let total = self.not_pages();
+        let what = if total == 1 { "input that is not a page" } else { "inputs that are not pages" };
+        eprintln!(
+            "neardex: left out {total} {what} ({}{more}): only HTML, XHTML and plain text are signed",
             shown.join(", ")
-        ))
+        );
     }
-}
-
-/// What to tell a user when `n` of `of` documents had no signatures: they
-/// match nothing and nothing matches them. Under SpotSigs that is a page
-/// without the English stopwords its antecedents need (another language,
-/// or no running text); under shingles an empty text.
-pub fn no_signatures_note(n: u64, of: u64, verb: &str) -> Option<String> {
-    (n > 0).then(|| {
-        format!(
-            "neardex: {n} of {of} documents {verb} had no signatures under this index's scheme and match nothing \
-             (SpotSigs needs its antecedents, English stopwords by default, so pages in other languages or without \
-             running text have none). To sign them, create the index with --fallback words:3 (word shingles \
-             for such documents, SpotSigs for the rest), or with --antecedents set to that language's stopwords"
-        )
-    })
 }
 
 /// Where `add` reports each document it did not add for being similar to
@@ -166,7 +167,7 @@ impl<'a> Batch<'a> {
             Ok(o) => {
                 summary.added += 1;
                 summary.exact_duplicates += u64::from(o.exact_duplicate_of.is_some());
-                summary.without_signatures += u64::from(without_signatures);
+                summary.unsigned.without_signatures += u64::from(without_signatures);
             }
             Err(IndexError::DuplicateKey { key }) => {
                 summary.skipped.push(format!("{key}: key already in the index (use --replace)"));
@@ -339,12 +340,7 @@ pub fn add<'a>(
         secs,
         summary.added as f64 / secs.max(1e-9)
     );
-    if let Some(note) = no_signatures_note(summary.without_signatures, summary.added, "added") {
-        eprintln!("{note}");
-    }
-    if let Some(note) = summary.not_pages.note() {
-        eprintln!("{note}");
-    }
+    summary.unsigned.print_notes(summary.added, "added");
     Ok(summary)
 }
 
@@ -528,7 +524,7 @@ impl Sink for Inserter<'_> {
     }
 
     fn not_a_page(&mut self, media_type: String) {
-        self.summary.not_pages.add(media_type);
+        self.summary.unsigned.not_a_page(media_type);
     }
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {

@@ -457,8 +457,8 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "added": summary.added,
                 "exact_duplicates": summary.exact_duplicates,
                 "near_duplicates": summary.near_duplicates,
-                "without_signatures": summary.without_signatures,
-                "not_pages": summary.not_pages.total(),
+                "without_signatures": summary.unsigned.without_signatures,
+                "not_pages": summary.unsigned.not_pages(),
                 "skipped": summary.skipped.len(),
             }))?;
         }
@@ -502,15 +502,10 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 return Err(format!(
                     "nothing to query: the inputs held no document ({} skipped, {} not pages)",
                     queries.skipped,
-                    queries.not_pages.total()
+                    queries.unsigned.not_pages()
                 ));
             }
-            if let Some(note) = ingest::no_signatures_note(queries.without_signatures, queries.queried, "queried") {
-                eprintln!("{note}");
-            }
-            if let Some(note) = queries.not_pages.note() {
-                eprintln!("{note}");
-            }
+            queries.unsigned.print_notes(queries.queried, "queried");
         }
         Command::Pairs { index, threshold: t, brute_force, .. } => {
             let tau = threshold(t)?;

@@ -85,26 +85,15 @@ pub struct Queries<'s, E> {
     pub queried: u64,
     /// Inputs that were not documents.
     pub skipped: u64,
-    /// Documents queried that had no signatures (they match nothing).
-    pub without_signatures: u64,
-    /// WARC records and files left out as not pages.
-    pub not_pages: crate::ingest::NotPages,
+    /// Documents queried without signatures, inputs not pages.
+    pub unsigned: crate::ingest::Unsigned,
     /// Documents not queried yet: key, url, signature.
     held: Vec<(String, Option<String>, DocumentSignature)>,
 }
 
 impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
     pub fn new(searcher: &'s Searcher, how: How, emit: E) -> Self {
-        Queries {
-            searcher,
-            how,
-            emit,
-            queried: 0,
-            skipped: 0,
-            without_signatures: 0,
-            not_pages: Default::default(),
-            held: Vec::new(),
-        }
+        Queries { searcher, how, emit, queried: 0, skipped: 0, unsigned: Default::default(), held: Vec::new() }
     }
 
     /// Queries the held documents and emits their lines in order.
@@ -129,7 +118,7 @@ impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
 
 impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for Queries<'_, E> {
     fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String> {
-        self.without_signatures += u64::from(signature.vector.is_empty());
+        self.unsigned.without_signatures += u64::from(signature.vector.is_empty());
         self.held.push((key, metadata.url, signature));
         if self.held.len() >= QUERY_BATCH {
             self.flush()?;
@@ -143,7 +132,7 @@ impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for 
     }
 
     fn not_a_page(&mut self, media_type: String) {
-        self.not_pages.add(media_type);
+        self.unsigned.not_a_page(media_type);
     }
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
