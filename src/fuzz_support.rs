@@ -204,9 +204,14 @@ pub fn warc_parse(data: &[u8]) {
         assert_eq!(streamed_records, records, "records differ with short reads");
         assert_eq!(streamed_problems, problems, "problems differ with short reads");
     }
-    for record in &records {
-        if let Some(http) = crate::warc::parse_http_response(&record.block) {
+    // The HTTP layer too, on each block and on the input itself (chunked
+    // and compressed payloads): a payload decodes to at most the limit, and
+    // what is left undecoded is not a page.
+    for block in records.iter().map(|r| r.block.as_slice()).chain([data]) {
+        if let Some(http) = crate::warc::parse_http_response(block) {
             let _ = http.charset();
+            assert!(http.payload.len() <= crate::warc::MAX_DECODED_PAYLOAD.max(block.len()));
+            assert!(http.undecoded.is_none() || http.why_not_a_page().is_some());
         }
     }
 }

@@ -353,9 +353,18 @@ pub struct HttpResponse {
     pub status: u16,
     /// Header fields.
     pub headers: Vec<(String, String)>,
-    /// The payload.
+    /// The payload, decoded as [`parse_http_response`] says; as recorded
+    /// when `undecoded` holds why it could not be.
     pub payload: Vec<u8>,
+    /// Why the payload could not be decoded: a `Content-Encoding` neardex
+    /// does not know (`zstd`, `compress`), or one that decodes to more
+    /// than [`MAX_DECODED_PAYLOAD`] bytes.
+    pub undecoded: Option<String>,
 }
+
+/// The most bytes a compressed payload is decoded to: a page is far
+/// smaller, and a decompression bomb stops here.
+pub const MAX_DECODED_PAYLOAD: usize = 64 << 20;
 
 impl HttpResponse {
     /// The first header with this name.
@@ -368,6 +377,23 @@ impl HttpResponse {
         let content_type = self.header("Content-Type")?;
         let at = content_type.to_ascii_lowercase().find("charset=")?;
         Some(content_type[at + 8..].split(';').next().unwrap_or("").trim().trim_matches('"'))
+    }
+
+    /// Why this response is not a page to sign, or `None` when it is one:
+    /// a status other than 2xx (`"HTTP 404"`: redirects and error pages,
+    /// whose bodies are a server's boilerplate), a payload that could not
+    /// be decoded ([`HttpResponse::undecoded`]), or a media type that is
+    /// not a page's (its [`media_type`], see [`is_page_type`]). A status
+    /// line without a readable code (status 0) is taken as a page.
+    pub fn why_not_a_page(&self) -> Option<String> {
+        if self.status != 0 && !(200..300).contains(&self.status) {
+            return Some(format!("HTTP {}", self.status));
+        }
+        if let Some(reason) = &self.undecoded {
+            return Some(reason.clone());
+        }
+        let content_type = self.header("Content-Type");
+        (!is_page_type(content_type)).then(|| media_type(content_type))
     }
 }
 
@@ -386,8 +412,23 @@ pub fn media_type(content_type: Option<&str>) -> String {
 }
 
 /// Splits an HTTP response into status, headers (CRLF or bare LF lines)
-/// and payload; a gzip payload (by its magic bytes, whatever the headers
-/// say) is decompressed.
+/// and payload, and decodes the payload as WARC writers record it: what
+/// the server sent, byte for byte (wget, Heritrix, browser-based
+/// crawlers), or already decoded with the headers renamed (Common
+/// Crawl's `X-Crawler-Transfer-Encoding`).
+///
+/// - `Transfer-Encoding: chunked`: the chunks are joined; a body that does
+///   not start with a chunk-size line is taken as already joined, and one
+///   cut short keeps the chunks it has.
+/// - `Content-Encoding`: `gzip`, `x-gzip`, `deflate` (zlib or raw) and
+///   `br` are decoded, in the reverse of the order listed; `identity` is
+///   nothing to decode. Bytes that fail to decode and read as UTF-8 are
+///   taken as already decoded; a stream cut short keeps what it decoded.
+///   Another coding on bytes that are not UTF-8, or more than
+///   [`MAX_DECODED_PAYLOAD`] bytes decoded, leaves the payload as recorded
+///   with [`HttpResponse::undecoded`] saying why.
+/// - No `Content-Encoding` and gzip's magic bytes: decoded as gzip when it
+///   decodes (servers and archives that drop the header).
 pub fn parse_http_response(block: &[u8]) -> Option<HttpResponse> {
     let crlf = memchr::memmem::find(block, b"\r\n\r\n").map(|i| (i, 4));
     let lf = memchr::memmem::find(block, b"\n\n").map(|i| (i, 2));
@@ -410,14 +451,122 @@ pub fn parse_http_response(block: &[u8]) -> Option<HttpResponse> {
     let status = status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let headers =
         lines.filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))).collect();
-    let mut payload = block[end + sep..].to_vec();
-    if payload.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        if flate2::read::MultiGzDecoder::new(payload.as_slice()).read_to_end(&mut out).is_ok() {
-            payload = out;
+    let mut response = HttpResponse { status, headers, payload: Vec::new(), undecoded: None };
+    let body = &block[end + sep..];
+    let chunked = response.header("Transfer-Encoding").is_some_and(|t| codings(t).any(|c| c == "chunked"));
+    let mut payload = chunked.then(|| dechunk(body)).flatten().unwrap_or_else(|| body.to_vec());
+    match response.header("Content-Encoding").map(|c| codings(c).collect::<Vec<_>>()) {
+        Some(list) => {
+            for coding in list.iter().rev() {
+                match decode(coding, &payload) {
+                    Ok(Some(decoded)) => payload = decoded,
+                    Ok(None) => {}
+                    Err(reason) => {
+                        response.undecoded = Some(reason);
+                        break;
+                    }
+                }
+            }
         }
+        None if payload.starts_with(&[0x1f, 0x8b]) => {
+            if let Ok(Some(decoded)) = decode("gzip", &payload) {
+                payload = decoded;
+            }
+        }
+        None => {}
     }
-    Some(HttpResponse { status, headers, payload })
+    response.payload = payload;
+    Some(response)
+}
+
+/// The codings a `Transfer-Encoding` or `Content-Encoding` lists, lower
+/// case, in order.
+fn codings(field: &str) -> impl Iterator<Item = String> + '_ {
+    field.split(',').map(|c| c.trim().to_ascii_lowercase()).filter(|c| !c.is_empty())
+}
+
+/// The chunks of a chunked body joined; `None` when the body does not
+/// start with a chunk (a size line, then that many bytes and a line end):
+/// a body already joined. Chunk extensions and trailers are dropped; a
+/// body cut short, or one whose chunks stop making sense, ends with the
+/// chunks before.
+fn dechunk(body: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(body.len());
+    let mut rest = body;
+    let mut chunks = 0;
+    while let Some(line_end) = memchr::memchr(b'\n', rest) {
+        let line = std::str::from_utf8(&rest[..line_end]).ok();
+        let digits = line.map(|l| l.split(';').next().unwrap_or("").trim());
+        let Some(size) = digits
+            .filter(|d| !d.is_empty() && d.len() <= 16)
+            .and_then(|d| u64::from_str_radix(d, 16).ok())
+            .map(|size| usize::try_from(size).unwrap_or(usize::MAX))
+        else {
+            break;
+        };
+        let data = &rest[line_end + 1..];
+        if size == 0 {
+            chunks += 1;
+            break;
+        }
+        let take = data.len().min(size);
+        let after = &data[take..];
+        let after = after.strip_prefix(b"\r").unwrap_or(after);
+        let line_ends = after.is_empty() || after[0] == b'\n';
+        if !line_ends {
+            break;
+        }
+        out.extend_from_slice(&data[..take]);
+        chunks += 1;
+        rest = after.get(1..).unwrap_or_default();
+    }
+    (chunks > 0).then_some(out)
+}
+
+/// One content coding undone: `Ok(None)` when there is nothing to undo
+/// (`identity`; bytes not in that coding, which a writer that decoded
+/// them and kept the header leaves: they fail to decode and read as
+/// UTF-8; a coding neardex does not know on bytes that read as UTF-8); the
+/// decoded bytes, as far as they go, when they are; `Err` for a coding
+/// neardex does not know on other bytes, or more than
+/// [`MAX_DECODED_PAYLOAD`] bytes decoded.
+fn decode(coding: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let (out, read) = match coding {
+        "identity" => return Ok(None),
+        "gzip" | "x-gzip" => read_capped(flate2::read::MultiGzDecoder::new(bytes)),
+        // The standard says zlib; some servers send raw deflate.
+        "deflate" => match read_capped(flate2::read::ZlibDecoder::new(bytes)) {
+            (out, Err(_)) if out.is_empty() => read_capped(flate2::read::DeflateDecoder::new(bytes)),
+            zlib => zlib,
+        },
+        "br" => read_capped(brotli_decompressor::Decompressor::new(bytes, 4096)),
+        // Servers send nonsense here too (`utf-8`, `none`): text is kept.
+        _ if reads_as_utf8(bytes) => return Ok(None),
+        other => return Err(format!("content-encoding {other}")),
+    };
+    if out.len() > MAX_DECODED_PAYLOAD {
+        return Err(format!("{coding} payload over {} MiB decoded", MAX_DECODED_PAYLOAD >> 20));
+    }
+    // A stream that breaks off (a truncated record) keeps what it gave.
+    let decoded = read.is_ok() || !(out.is_empty() || reads_as_utf8(bytes));
+    Ok(decoded.then_some(out))
+}
+
+/// What `reader` decodes, up to one byte past [`MAX_DECODED_PAYLOAD`], and
+/// whether it ended without an error.
+fn read_capped(reader: impl Read) -> (Vec<u8>, std::io::Result<usize>) {
+    let mut out = Vec::new();
+    let read = reader.take(MAX_DECODED_PAYLOAD as u64 + 1).read_to_end(&mut out);
+    (out, read)
+}
+
+/// Whether the first 4 KiB of `bytes` are UTF-8 (a sequence cut at the
+/// end allowed): text, not compressed bytes.
+fn reads_as_utf8(bytes: &[u8]) -> bool {
+    match std::str::from_utf8(&bytes[..bytes.len().min(4096)]) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    }
 }
 
 #[cfg(test)]
@@ -672,5 +821,205 @@ mod tests {
         let (records, problems) = read_warc(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3]);
         assert!(records.is_empty());
         assert!(problems[0].reason.contains("gzip"));
+    }
+
+    /// `payload` in `coding` (one of `parse_http_response`'s).
+    fn encoded(coding: &str, payload: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut out = Vec::new();
+        match coding {
+            "gzip" | "x-gzip" => {
+                let mut e = flate2::write::GzEncoder::new(&mut out, flate2::Compression::fast());
+                e.write_all(payload).unwrap();
+                e.finish().unwrap();
+            }
+            "deflate" => {
+                let mut e = flate2::write::ZlibEncoder::new(&mut out, flate2::Compression::fast());
+                e.write_all(payload).unwrap();
+                e.finish().unwrap();
+            }
+            "raw-deflate" => {
+                let mut e = flate2::write::DeflateEncoder::new(&mut out, flate2::Compression::fast());
+                e.write_all(payload).unwrap();
+                e.finish().unwrap();
+            }
+            "br" => {
+                let mut e = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+                e.write_all(payload).unwrap();
+                e.flush().unwrap();
+                drop(e);
+            }
+            "identity" => out.extend_from_slice(payload),
+            other => panic!("no encoder for {other}"),
+        }
+        out
+    }
+
+    /// `body` cut into chunks of these sizes (the last runs to the end),
+    /// with a chunk extension on the first, and the last chunk.
+    fn chunked(body: &[u8], sizes: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = body;
+        for (i, &size) in sizes.iter().chain(std::iter::repeat(&usize::MAX)).enumerate() {
+            if rest.is_empty() {
+                break;
+            }
+            let take = size.clamp(1, rest.len());
+            let extension = if i == 0 { ";name=value" } else { "" };
+            out.extend_from_slice(format!("{take:X}{extension}\r\n").as_bytes());
+            out.extend_from_slice(&rest[..take]);
+            out.extend_from_slice(b"\r\n");
+            rest = &rest[take..];
+        }
+        out.extend_from_slice(b"0\r\nX-Trailer: yes\r\n\r\n");
+        out
+    }
+
+    fn response(status: u16, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+        let mut block = format!("HTTP/1.1 {status} Whatever\r\n");
+        for (name, value) in headers {
+            block.push_str(&format!("{name}: {value}\r\n"));
+        }
+        block.push_str("\r\n");
+        let mut block = block.into_bytes();
+        block.extend_from_slice(body);
+        block
+    }
+
+    const PAGE: &[u8] =
+        b"<html><body><p>The ferry to the island was late again, and the harbour master said so.</p></body></html>";
+
+    #[test]
+    fn payloads_are_decoded_as_recorded() {
+        for coding in ["gzip", "x-gzip", "deflate", "raw-deflate", "br", "identity"] {
+            let header = if coding == "raw-deflate" { "deflate" } else { coding };
+            let body = encoded(coding, PAGE);
+            let http = parse_http_response(&response(200, &[("Content-Encoding", header)], &body)).unwrap();
+            assert_eq!((http.payload.as_slice(), &http.undecoded), (PAGE, &None), "{coding}");
+            // Chunked on the wire, in chunks of 7 bytes.
+            let wire = chunked(&body, &[7; 64]);
+            let headers = [("Transfer-Encoding", "chunked"), ("Content-Encoding", header)];
+            let http = parse_http_response(&response(200, &headers, &wire)).unwrap();
+            assert_eq!((http.payload.as_slice(), http.why_not_a_page()), (PAGE, None), "chunked {coding}");
+        }
+        // Two codings, applied in the order listed: undone in reverse.
+        let twice = encoded("br", &encoded("gzip", PAGE));
+        let http = parse_http_response(&response(200, &[("Content-Encoding", "gzip, br")], &twice)).unwrap();
+        assert_eq!(http.payload, PAGE);
+        // No header, but gzip's magic bytes: decoded as before.
+        let http = parse_http_response(&response(200, &[], &encoded("gzip", PAGE))).unwrap();
+        assert_eq!(http.payload, PAGE);
+    }
+
+    #[test]
+    fn payloads_already_decoded_are_kept() {
+        // Writers that decode and keep the headers (or rename them, as
+        // Common Crawl does, which needs nothing here).
+        for coding in ["gzip", "deflate", "br"] {
+            let headers = [("Transfer-Encoding", "chunked"), ("Content-Encoding", coding)];
+            let http = parse_http_response(&response(200, &headers, PAGE)).unwrap();
+            assert_eq!((http.payload.as_slice(), &http.undecoded), (PAGE, &None), "{coding}");
+        }
+        // A body that only starts like a chunk: "cafe" then no line end
+        // after 0xcafe bytes' worth of what is there... is a cut chunk; a
+        // first line that is not hexadecimal is no chunk at all.
+        let http = parse_http_response(&response(200, &[("Transfer-Encoding", "chunked")], b"hello\r\nworld")).unwrap();
+        assert_eq!(http.payload, b"hello\r\nworld");
+        // The size line says 3, but no line end follows 3 bytes.
+        let http = parse_http_response(&response(200, &[("Transfer-Encoding", "chunked")], b"3\r\nabcdef")).unwrap();
+        assert_eq!(http.payload, b"3\r\nabcdef");
+    }
+
+    #[test]
+    fn payloads_cut_short_keep_what_they_have() {
+        // 200,000 bytes of words in an order that does not repeat, so that
+        // half of each compressed stream holds some of them.
+        let words: Vec<&[u8]> = PAGE.split(|&b| b == b' ').collect();
+        let mut state = 1u64;
+        let long: Vec<u8> = std::iter::repeat_with(|| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            [words[(state >> 33) as usize % words.len()], b" "].concat()
+        })
+        .flatten()
+        .take(200_000)
+        .collect();
+        // A chunked body cut inside its third chunk.
+        let wire = chunked(&long, &[1000, 1000, 1000]);
+        let http = parse_http_response(&response(200, &[("Transfer-Encoding", "chunked")], &wire[..2500])).unwrap();
+        assert!(http.payload.len() > 2000 && long.starts_with(&http.payload), "{}", http.payload.len());
+        // A compressed stream cut short (a truncated record).
+        for coding in ["gzip", "deflate", "br"] {
+            let body = encoded(coding, &long);
+            let cut = &body[..body.len() / 2];
+            let http = parse_http_response(&response(200, &[("Content-Encoding", coding)], cut)).unwrap();
+            assert!(!http.payload.is_empty() && long.starts_with(&http.payload), "{coding}");
+            assert_eq!(http.why_not_a_page(), None, "{coding}");
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_decoded_is_not_a_page() {
+        let http = parse_http_response(&response(200, &[("Content-Encoding", "zstd")], b"\x28\xb5\x2f\xfd")).unwrap();
+        assert_eq!(http.payload, b"\x28\xb5\x2f\xfd");
+        assert_eq!(http.why_not_a_page().as_deref(), Some("content-encoding zstd"));
+        // A coding that is nonsense on a payload that is text.
+        let http = parse_http_response(&response(200, &[("Content-Encoding", "UTF-8")], PAGE)).unwrap();
+        assert_eq!((http.payload.as_slice(), http.why_not_a_page()), (PAGE, None));
+        // A decompression bomb: 65 MiB of zeros in 65 KiB.
+        let bomb = encoded("gzip", &vec![0; MAX_DECODED_PAYLOAD + (1 << 20)]);
+        assert!(bomb.len() < 1 << 20);
+        let http = parse_http_response(&response(200, &[("Content-Encoding", "gzip")], &bomb)).unwrap();
+        assert_eq!(
+            (http.payload.len(), http.why_not_a_page().as_deref()),
+            (bomb.len(), Some("gzip payload over 64 MiB decoded"))
+        );
+        // Exactly the limit decodes.
+        let full = encoded("gzip", &vec![b'a'; MAX_DECODED_PAYLOAD]);
+        let http = parse_http_response(&response(200, &[("Content-Encoding", "gzip")], &full)).unwrap();
+        assert_eq!((http.payload.len(), http.undecoded), (MAX_DECODED_PAYLOAD, None));
+    }
+
+    #[test]
+    fn only_successful_responses_are_pages() {
+        let html = [("Content-Type", "text/html")];
+        for (status, why) in [
+            (200, None),
+            (203, None),
+            (204, None),
+            (0, None),
+            (301, Some("HTTP 301")),
+            (404, Some("HTTP 404")),
+            (503, Some("HTTP 503")),
+        ] {
+            let http = parse_http_response(&response(status, &html, PAGE)).unwrap();
+            assert_eq!(http.why_not_a_page().as_deref(), why, "{status}");
+        }
+        let http = parse_http_response(&response(200, &[("Content-Type", "image/png")], b"\x89PNG")).unwrap();
+        assert_eq!(http.why_not_a_page().as_deref(), Some("image/png"));
+        // The status decides first: a 404's image is counted as a 404.
+        let http = parse_http_response(&response(404, &[("Content-Type", "image/png")], b"\x89PNG")).unwrap();
+        assert_eq!(http.why_not_a_page().as_deref(), Some("HTTP 404"));
+    }
+
+    proptest! {
+        /// Any payload, in any of the codings, chunked in any sizes or
+        /// not, reads back as it was.
+        #[test]
+        fn encoded_payloads_read_back(
+            payload in prop::collection::vec(any::<u8>(), 0..3000),
+            coding in prop::sample::select(vec!["gzip", "deflate", "raw-deflate", "br", "identity"]),
+            sizes in prop::option::of(prop::collection::vec(1usize..600, 0..8)),
+        ) {
+            let header = if coding == "raw-deflate" { "deflate" } else { coding };
+            let mut body = encoded(coding, &payload);
+            let mut headers = vec![("Content-Encoding", header)];
+            if let Some(sizes) = &sizes {
+                body = chunked(&body, sizes);
+                headers.push(("Transfer-Encoding", "chunked"));
+            }
+            let http = parse_http_response(&response(200, &headers, &body)).unwrap();
+            prop_assert_eq!(http.undecoded, None);
+            prop_assert_eq!(http.payload, payload);
+        }
     }
 }

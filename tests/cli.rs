@@ -210,12 +210,25 @@ fn a_fallback_scheme_signs_the_pages_spotsigs_cannot() {
     fails(&["create", &format!("{idx}3"), "--fallback", "chars:0"], 1, "fallback character shingle size");
 }
 
-fn warc_record(kind: &str, id: &str, extra: &[(&str, &str)], block: &str) -> String {
+fn warc_record(kind: &str, id: &str, extra: &[(&str, &str)], block: impl AsRef<[u8]>) -> Vec<u8> {
+    let block = block.as_ref();
     let mut head = format!("WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {id}\r\n");
     for (name, value) in extra {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
-    format!("{head}Content-Length: {}\r\n\r\n{block}\r\n\r\n", block.len())
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", block.len()));
+    [head.as_bytes(), block, b"\r\n\r\n"].concat()
+}
+
+/// Writes `warc` to `crawl.warc` in `dir` and adds it to `idx`: the file,
+/// the summary line and standard error.
+fn add_warc(dir: &Path, idx: &str, warc: Vec<u8>) -> (std::path::PathBuf, Value, String) {
+    let path = dir.join("crawl.warc");
+    std::fs::write(&path, warc).unwrap();
+    let output = neardex(&["add", idx, path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    (path, json_lines(&output).remove(0), stderr)
 }
 
 #[test]
@@ -229,21 +242,17 @@ fn warc_records_that_are_not_pages_are_counted_and_left_out() {
     // near-duplicates of each other.
     let png = "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n\r\n\u{89}PNG IHDR IDAT pixels pixels pixels";
     let mut warc = warc_record("response", "<urn:uuid:page>", &[], &html);
-    warc += &warc_record("response", "<urn:uuid:png1>", &[], png);
-    warc += &warc_record("response", "<urn:uuid:png2>", &[], png);
-    warc += &warc_record("resource", "<urn:uuid:pdf>", &[("Content-Type", "application/pdf")], "%PDF-1.4 stream");
-    warc += &warc_record("resource", "<urn:uuid:txt>", &[("Content-Type", "text/plain")], "A note on the ferry.");
-    let path = dir.path().join("crawl.warc");
-    std::fs::write(&path, warc).unwrap();
-    let output = neardex(&["add", idx, path.to_str().unwrap()]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let added = &json_lines(&output)[0];
+    warc.extend(warc_record("response", "<urn:uuid:png1>", &[], png));
+    warc.extend(warc_record("response", "<urn:uuid:png2>", &[], png));
+    warc.extend(warc_record("resource", "<urn:uuid:pdf>", &[("Content-Type", "application/pdf")], "%PDF-1.4 stream"));
+    warc.extend(warc_record("resource", "<urn:uuid:txt>", &[("Content-Type", "text/plain")], "A note on the ferry."));
+    let (path, added, stderr) = add_warc(dir.path(), idx, warc);
     assert_eq!(
         (&added["added"], &added["not_pages"], &added["skipped"]),
         (&Value::from(2), &Value::from(3), &Value::from(0))
     );
     let note = "left out 3 inputs that are not pages (image/png 2, application/pdf 1)";
-    assert!(String::from_utf8_lossy(&output.stderr).contains(note), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stderr.contains(note), "{stderr}");
     assert!(ok(&["pairs", idx, "-t", "0.5"]).is_empty(), "no image pairs with another");
     let output = neardex(&["query", idx, path.to_str().unwrap()]);
     assert!(output.status.success());
@@ -268,6 +277,61 @@ fn warc_records_that_are_not_pages_are_counted_and_left_out() {
     fails(&["query", idx, files.join("photo.txt").to_str().unwrap()], 1, "held no document (0 skipped, 1 not pages)");
 }
 
+/// The page sent as wget, Heritrix and browser-based crawlers record it:
+/// chunked, gzip, brotli. A redirect, an error page and a payload in a
+/// coding neardex cannot undo are left out and counted.
+#[test]
+fn warc_payloads_are_decoded_as_recorded_and_error_pages_left_out() {
+    use std::io::Write;
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx]);
+    let page = std::fs::read(Path::new(DEMO).join("harbor-chronicle.html")).unwrap();
+    let head = |status: &str, fields: &str| format!("HTTP/1.1 {status}\r\nContent-Type: text/html\r\n{fields}\r\n");
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(&page).unwrap();
+    let gzip = gzip.finish().unwrap();
+    let mut chunked = Vec::new();
+    for chunk in gzip.chunks(1000) {
+        chunked.extend([format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat());
+    }
+    chunked.extend(b"0\r\n\r\n");
+    let mut br = Vec::new();
+    brotli::CompressorWriter::new(&mut br, 4096, 5, 22).write_all(&page).unwrap();
+    let responses: [(&str, String, &[u8]); 6] = [
+        ("plain", head("200 OK", ""), &page),
+        ("wire", head("200 OK", "Transfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n"), &chunked),
+        ("br", head("200 OK", "Content-Encoding: br\r\n"), &br),
+        (
+            "moved",
+            head("301 Moved Permanently", "Location: /elsewhere\r\n"),
+            b"<p>Moved <a href=/elsewhere>here</a></p>",
+        ),
+        ("missing", head("404 Not Found", ""), b"<p>The page you were looking for is not here.</p>"),
+        ("zstd", head("200 OK", "Content-Encoding: zstd\r\n"), b"\x28\xb5\x2f\xfd\x00\x58"),
+    ];
+    let mut warc = Vec::new();
+    for (id, head, body) in &responses {
+        warc.extend(warc_record("response", &format!("<urn:uuid:{id}>"), &[], [head.as_bytes(), body].concat()));
+    }
+    let (path, added, stderr) = add_warc(dir.path(), idx, warc);
+    assert_eq!(
+        (&added["added"], &added["exact_duplicates"], &added["not_pages"]),
+        (&Value::from(3), &Value::from(2), &Value::from(3))
+    );
+    let note = "left out 3 inputs that are not pages (HTTP 301 1, HTTP 404 1, content-encoding zstd 1)";
+    assert!(stderr.contains(note), "{stderr}");
+    // The three copies of the page are one page.
+    let pairs: Vec<(String, String)> = ok(&["pairs", idx, "-t", "1"])
+        .iter()
+        .map(|p| (p["a"].as_str().unwrap().to_owned(), p["b"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(pairs.len(), 3, "{pairs:?}");
+    // Queried from the same file: one line per page, none for the rest.
+    let queried: Vec<Value> = ok(&["query", idx, path.to_str().unwrap()]).iter().map(|l| l["query"].clone()).collect();
+    assert_eq!(queried, ["<urn:uuid:plain>", "<urn:uuid:wire>", "<urn:uuid:br>"]);
+}
+
 #[test]
 fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     let (dir, idx) = index_dir();
@@ -276,9 +340,9 @@ fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     let page = std::fs::read_to_string(Path::new(DEMO).join("harbor-chronicle.html")).unwrap();
     let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n{page}");
     let mut warc = warc_record("response", "<urn:uuid:a>", &[("WARC-Target-URI", "http://a.example/")], &response);
-    warc += &warc_record("revisit", "<urn:uuid:b>", &[("WARC-Refers-To", "<urn:uuid:a>")], "");
-    warc += &warc_record("revisit", "<urn:uuid:c>", &[("WARC-Refers-To", "<urn:uuid:nowhere>")], "");
-    warc += &warc_record("request", "<urn:uuid:d>", &[], "GET / HTTP/1.1\r\n\r\n");
+    warc.extend(warc_record("revisit", "<urn:uuid:b>", &[("WARC-Refers-To", "<urn:uuid:a>")], ""));
+    warc.extend(warc_record("revisit", "<urn:uuid:c>", &[("WARC-Refers-To", "<urn:uuid:nowhere>")], ""));
+    warc.extend(warc_record("request", "<urn:uuid:d>", &[], "GET / HTTP/1.1\r\n\r\n"));
     let path = dir.path().join("crawl.warc");
     std::fs::write(&path, warc).unwrap();
     let output = neardex(&["add", idx, path.to_str().unwrap()]);
@@ -310,15 +374,15 @@ fn query_reads_warc_records_json_lines_and_directories_as_add_does() {
     // The HTML pages as WARC responses, a revisit of the first, and a
     // request (not a document): one line per response and revisit.
     let html: Vec<&str> = PAGES.iter().copied().filter(|p| p.ends_with(".html")).collect();
-    let mut warc = String::new();
+    let mut warc = Vec::new();
     for (i, name) in html.iter().enumerate() {
         let page = std::fs::read_to_string(pages.join(name)).unwrap();
         let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n{page}");
         let uri = format!("http://example.com/{name}");
-        warc += &warc_record("response", &format!("<urn:uuid:{i}>"), &[("WARC-Target-URI", &uri)], &response);
+        warc.extend(warc_record("response", &format!("<urn:uuid:{i}>"), &[("WARC-Target-URI", &uri)], &response));
     }
-    warc += &warc_record("revisit", "<urn:uuid:again>", &[("WARC-Refers-To", "<urn:uuid:0>")], "");
-    warc += &warc_record("request", "<urn:uuid:get>", &[], "GET / HTTP/1.1\r\n\r\n");
+    warc.extend(warc_record("revisit", "<urn:uuid:again>", &[("WARC-Refers-To", "<urn:uuid:0>")], ""));
+    warc.extend(warc_record("request", "<urn:uuid:get>", &[], "GET / HTTP/1.1\r\n\r\n"));
     let path = dir.path().join("crawl.warc");
     std::fs::write(&path, warc).unwrap();
     let lines = ok(&["query", idx, "-t", tau, path.to_str().unwrap()]);

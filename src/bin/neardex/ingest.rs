@@ -62,8 +62,9 @@ pub struct Summary {
 /// What the inputs held that no query can match: documents with no
 /// signatures under the index's scheme (under SpotSigs a page without the
 /// English stopwords its antecedents need: another language, or no running
-/// text), and WARC records and files left out as not pages (a payload
-/// whose media type is not a page's, a binary file), by media type.
+/// text), and WARC records and files left out as not pages (a response
+/// with a status other than 2xx or a payload not decoded, a payload whose
+/// media type is not a page's, a binary file), by reason.
 #[derive(Default)]
 pub struct Unsigned {
     pub without_signatures: u64,
@@ -71,8 +72,8 @@ pub struct Unsigned {
 }
 
 impl Unsigned {
-    pub fn not_a_page(&mut self, media_type: String) {
-        *self.not_pages.entry(media_type).or_default() += 1;
+    pub fn not_a_page(&mut self, reason: String) {
+        *self.not_pages.entry(reason).or_default() += 1;
     }
 
     pub fn not_pages(&self) -> u64 {
@@ -81,7 +82,7 @@ impl Unsigned {
 
     /// Tells standard error what of the `of` documents `verb` (added,
     /// queried) had no signatures, with the remedy, and what inputs were
-    /// not pages, the most frequent media types first.
+    /// not pages, the most frequent reasons first.
     pub fn print_notes(&self, of: u64, verb: &str) {
         let n = self.without_signatures;
         if n > 0 {
@@ -103,7 +104,8 @@ impl Unsigned {
         let total = self.not_pages();
         let what = if total == 1 { "input that is not a page" } else { "inputs that are not pages" };
         eprintln!(
-            "neardex: left out {total} {what} ({}{more}): only HTML, XHTML and plain text are signed",
+            "neardex: left out {total} {what} ({}{more}): only HTML, XHTML and plain text of successful (2xx) \
+             responses are signed",
             shown.join(", ")
         );
     }
@@ -231,9 +233,10 @@ pub trait Sink {
     fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String>;
     /// Something in the input that is not a document, and why.
     fn skipped(&mut self, reason: String);
-    /// A WARC record whose payload is not a page, by its media type, or a
-    /// binary file.
-    fn not_a_page(&mut self, media_type: String);
+    /// A WARC record that is not a page (by its HTTP status, an encoding
+    /// not decoded, or its media type: `HttpResponse::why_not_a_page`), or
+    /// a binary file; `reason` is what it is counted under.
+    fn not_a_page(&mut self, reason: String);
     /// The stored signature of `key`: the target of a WARC revisit record
     /// not seen earlier in its file.
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String>;
@@ -359,9 +362,9 @@ enum Work {
     Revisit { target: Option<String>, at: String },
     /// Not a document: a line for the summary's skipped list.
     Skip(String),
-    /// A WARC record whose payload is not a page (an image, a PDF, a
-    /// script), or a binary file: counted by its media type, not listed
-    /// one by one.
+    /// A WARC record that is not a page (an error page or redirect, an
+    /// image, a PDF, a script), or a binary file: counted by its reason
+    /// (`HTTP 404`, a media type, `binary file`), not listed one by one.
     NotPage(String),
     /// The end of an input file: its records' signatures are forgotten.
     EndOfFile,
@@ -490,8 +493,8 @@ fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, 
             sink.skipped(reason);
             return Ok(());
         }
-        Work::NotPage(media_type) => {
-            sink.not_a_page(media_type);
+        Work::NotPage(reason) => {
+            sink.not_a_page(reason);
             return Ok(());
         }
         Work::EndOfFile => {
@@ -523,8 +526,8 @@ impl Sink for Inserter<'_> {
         self.summary.skipped.push(reason);
     }
 
-    fn not_a_page(&mut self, media_type: String) {
-        self.summary.unsigned.not_a_page(media_type);
+    fn not_a_page(&mut self, reason: String) {
+        self.summary.unsigned.not_a_page(reason);
     }
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
@@ -544,11 +547,6 @@ impl<R: Read> Read for Counted<'_, R> {
         self.bar.inc(n as u64);
         Ok(n)
     }
-}
-
-/// [`Work::NotPage`] for a payload whose `Content-Type` is not a page's.
-fn not_a_page(content_type: Option<&str>) -> Option<Work> {
-    (!neardex::warc::is_page_type(content_type)).then(|| Work::NotPage(neardex::warc::media_type(content_type)))
 }
 
 /// Whether a file's bytes are binary, as git decides: a NUL byte in the
@@ -644,8 +642,8 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
                     pipeline.push(Item::skip(format!("{at}: unreadable HTTP response")))?;
                     continue;
                 };
-                match not_a_page(http.header("Content-Type")) {
-                    Some(work) => work,
+                match http.why_not_a_page() {
+                    Some(reason) => Work::NotPage(reason),
                     None => {
                         let declared = http.charset().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
                         Work::Html(http.payload, declared)
@@ -654,11 +652,12 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
             }
             "resource" | "conversion" => {
                 let content_type = record.header("Content-Type");
-                let html = content_type.is_some_and(|t| t.contains("html"));
-                match not_a_page(content_type) {
-                    Some(work) => work,
-                    None if html => Work::Html(record.block, None),
-                    None => Work::Bytes(record.block),
+                if !neardex::warc::is_page_type(content_type) {
+                    Work::NotPage(neardex::warc::media_type(content_type))
+                } else if content_type.is_some_and(|t| t.contains("html")) {
+                    Work::Html(record.block, None)
+                } else {
+                    Work::Bytes(record.block)
                 }
             }
             "revisit" => Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), at },

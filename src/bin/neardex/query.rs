@@ -131,8 +131,8 @@ impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for 
         eprintln!("neardex: skipped {reason}");
     }
 
-    fn not_a_page(&mut self, media_type: String) {
-        self.unsigned.not_a_page(media_type);
+    fn not_a_page(&mut self, reason: String) {
+        self.unsigned.not_a_page(reason);
     }
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
