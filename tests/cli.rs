@@ -275,6 +275,12 @@ fn warc_records_that_are_not_pages_are_counted_and_left_out() {
     assert_eq!((&added["added"], &added["not_pages"]), (&Value::from(1), &Value::from(1)));
     assert!(String::from_utf8_lossy(&output.stderr).contains("left out 1 input that is not a page (binary file 1)"));
     fails(&["query", idx, files.join("photo.txt").to_str().unwrap()], 1, "held no document (0 skipped, 1 not pages)");
+    // The UTF-16 file was read as its text: the same words in UTF-8 match
+    // it exactly.
+    let utf8 = dir.path().join("note-utf8.txt");
+    std::fs::write(&utf8, "The ferry was late again today.").unwrap();
+    let matches = &ok(&["query", idx, "-t", "1", utf8.to_str().unwrap()])[0]["matches"];
+    assert_eq!(matches[0]["key"].as_str(), files.join("note.txt").to_str(), "{matches}");
 }
 
 /// The page sent as wget, Heritrix and browser-based crawlers record it:

@@ -1,4 +1,5 @@
-//! Bytes to Unicode text for HTML documents.
+//! Bytes to Unicode text for HTML documents (and, by a byte-order mark or
+//! as UTF-8, for plain text: [`decode_text`]).
 //!
 //! The order follows the HTML encoding-sniffing algorithm in a reduced form:
 //! a byte-order mark wins; then valid UTF-8 is taken as it is (the common
@@ -45,6 +46,17 @@ pub fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
     match UTF_8.decode_without_bom_handling_and_without_replacement(bytes) {
         Some(text) => text,
         None => String::from_utf8_lossy(bytes),
+    }
+}
+
+/// Plain-text bytes to text: a byte-order mark (UTF-8, UTF-16LE,
+/// UTF-16BE) decides, and is dropped; without one, [`utf8_lossy`]. A text
+/// file saved as UTF-16 (Windows' "Unicode") reads as its words, not as
+/// letters between NUL bytes.
+pub fn decode_text(bytes: &[u8]) -> Cow<'_, str> {
+    match Encoding::for_bom(bytes) {
+        Some((encoding, bom_len)) => encoding.decode_without_bom_handling(&bytes[bom_len..]).0,
+        None => utf8_lossy(bytes),
     }
 }
 
@@ -123,6 +135,19 @@ mod tests {
     #[test]
     fn invalid_utf8_without_declaration_falls_back_to_windows_1252() {
         assert_eq!(decode_html(b"caf\xE9 \x93quoted\x94", None), "café \u{201C}quoted\u{201D}");
+    }
+
+    #[test]
+    fn plain_text_is_read_by_its_byte_order_mark_or_as_utf8() {
+        let text = "The ferry was late again: café";
+        let le: Vec<u8> = [0xFF, 0xFE].into_iter().chain(text.encode_utf16().flat_map(u16::to_le_bytes)).collect();
+        let be: Vec<u8> = [0xFE, 0xFF].into_iter().chain(text.encode_utf16().flat_map(u16::to_be_bytes)).collect();
+        let bom8 = [&[0xEF, 0xBB, 0xBF], text.as_bytes()].concat();
+        for bytes in [le, be, bom8, text.as_bytes().to_vec()] {
+            assert_eq!(decode_text(&bytes), text);
+        }
+        // Without a mark, not HTML's windows-1252 guess: what utf8_lossy gives.
+        assert_eq!(decode_text(b"caf\xE9"), "caf\u{FFFD}");
     }
 
     #[test]

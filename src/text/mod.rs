@@ -7,7 +7,7 @@ pub mod stopwords;
 mod tokens;
 pub(crate) mod words;
 
-pub use charset::{decode_html, sniff_meta_charset, utf8_lossy};
+pub use charset::{decode_html, decode_text, sniff_meta_charset, utf8_lossy};
 pub use html::{html_to_text, html_to_text_into};
 pub use tokens::Tokens;
 

@@ -352,7 +352,8 @@ pub fn add<'a>(
 enum Work {
     /// Plain text.
     Text(String),
-    /// Bytes read as UTF-8, lossily.
+    /// Plain-text bytes: by their byte-order mark, else as UTF-8, lossily
+    /// (`neardex::text::decode_text`).
     Bytes(Vec<u8>),
     /// An HTML page, with the charset an HTTP header declared if any.
     Html(Vec<u8>, Option<&'static encoding_rs::Encoding>),
@@ -385,7 +386,7 @@ impl Item {
     fn signed(self, signer: &Signer) -> Item {
         let signature = match &self.work {
             Work::Text(text) => signer.sign_text(text),
-            Work::Bytes(bytes) => signer.sign_text(&neardex::text::utf8_lossy(bytes)),
+            Work::Bytes(bytes) => signer.sign_text(&neardex::text::decode_text(bytes)),
             Work::Html(html, declared) => signer.sign_html_declared(html, *declared),
             _ => return self,
         };

@@ -628,7 +628,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let text = if html || is_html_path(&path) {
                 neardex::text::html_bytes_to_text(&bytes)
             } else {
-                String::from_utf8_lossy(&bytes).into_owned()
+                neardex::text::decode_text(&bytes).into_owned()
             };
             for s in signer.explain(&text) {
                 out.emit(json!({ "signature": s.text, "hash": format!("{:016x}", s.hash) }))?;
@@ -765,7 +765,7 @@ fn sign(signer: &Signer, name: &str, bytes: &[u8]) -> neardex::DocumentSignature
     if is_html_path(Path::new(name)) {
         signer.sign_html(bytes)
     } else {
-        signer.sign_text(&neardex::text::utf8_lossy(bytes))
+        signer.sign_text(&neardex::text::decode_text(bytes))
     }
 }
 
