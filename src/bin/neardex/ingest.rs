@@ -249,12 +249,33 @@ pub trait Sink {
 /// Reads every input (files, directories recursively, `-` for standard
 /// input) into `pipeline`, with a progress bar of the files' bytes on a
 /// terminal; stops between documents after Ctrl-C when the caller catches
-/// it ([`crate::progress::catch_interrupt`]).
+/// it ([`crate::progress::catch_interrupt`]). The reading (decompressing a
+/// WARC file, parsing records and lines) runs on a thread of its own,
+/// a turn's items ahead of the signing, which runs while this thread
+/// hands the signed items to the sink.
 pub fn read_inputs<S: Sink>(
     paths: &[PathBuf],
     options: &InputOptions,
     pipeline: &mut Pipeline<S>,
 ) -> Result<(), String> {
+    // One turn waits in the channel while the reader fills the next:
+    // at most three turns' bytes are read and not yet signed.
+    let (sender, turns) = std::sync::mpsc::sync_channel(1);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || {
+            let mut turn = Turn { sender, items: Vec::new(), bytes: 0 };
+            read_all(paths, options, &mut turn)?;
+            turn.send()
+        });
+        let taken = turns.iter().try_for_each(|items| pipeline.turn(items));
+        // A reader still reading stops at its next send.
+        drop(turns);
+        let read = reader.join().map_err(|_| "the reading thread panicked".to_owned())?;
+        taken.and(read)
+    })
+}
+
+fn read_all(paths: &[PathBuf], options: &InputOptions, turn: &mut Turn) -> Result<(), String> {
     let mut all_files = Vec::new();
     for path in paths {
         if path.as_os_str() != "-" {
@@ -269,7 +290,7 @@ pub fn read_inputs<S: Sink>(
         }
         if path.as_os_str() == "-" {
             let format = if options.format == Format::Auto { Format::Text } else { options.format };
-            read_documents("-", std::io::stdin().lock(), format, options, pipeline)?;
+            read_documents("-", std::io::stdin().lock(), format, options, turn)?;
             continue;
         }
         let mut files = Vec::new();
@@ -281,11 +302,39 @@ pub fn read_inputs<S: Sink>(
             let name = file.to_string_lossy().into_owned();
             let opened = std::fs::File::open(&file).map_err(|e| format!("{name}: {e}"))?;
             let input = std::io::BufReader::with_capacity(1 << 20, Counted { inner: opened, bar: &bar });
-            read_documents(&name, input, detect(&file, options.format), options, pipeline)?;
+            read_documents(&name, input, detect(&file, options.format), options, turn)?;
         }
     }
     bar.finish_and_clear();
     Ok(())
+}
+
+/// The items of the next turn, as the reading thread collects them.
+struct Turn {
+    sender: std::sync::mpsc::SyncSender<Vec<Item>>,
+    items: Vec<Item>,
+    bytes: usize,
+}
+
+impl Turn {
+    fn push(&mut self, item: Item) -> Result<(), String> {
+        if crate::progress::interrupted() {
+            return Ok(());
+        }
+        self.bytes += item.size();
+        self.items.push(item);
+        if self.items.len() >= TURN_ITEMS || self.bytes >= TURN_BYTES {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the items to the pipeline's thread; fails when it has
+    /// stopped taking them (its error is the one reported).
+    fn send(&mut self) -> Result<(), String> {
+        self.bytes = 0;
+        self.sender.send(std::mem::take(&mut self.items)).map_err(|_| "the pipeline stopped".to_owned())
+    }
 }
 
 /// Whether the inputs may hold more than one document: more than one
@@ -407,42 +456,26 @@ impl Item {
 const TURN_ITEMS: usize = 512;
 const TURN_BYTES: usize = 16 << 20;
 
-/// Reading, signing and taking overlapped: each turn signs the items read
-/// since the last one on every core while this thread hands the items the
-/// last turn signed to the sink, in input order.
+/// Signing and taking overlapped: each turn signs the items read since
+/// the last one on every core while this thread hands the items the last
+/// turn signed to the sink, in input order.
 pub struct Pipeline<S> {
     signer: Signer,
     sink: S,
     /// The current file's signatures by WARC record id (for revisits).
     seen: HashMap<String, DocumentSignature>,
-    unsigned: Vec<Item>,
-    unsigned_bytes: usize,
     signed: Vec<Item>,
 }
 
 impl<S: Sink> Pipeline<S> {
     pub fn new(signer: Signer, sink: S) -> Self {
-        Pipeline { signer, sink, seen: HashMap::new(), unsigned: Vec::new(), unsigned_bytes: 0, signed: Vec::new() }
+        Pipeline { signer, sink, seen: HashMap::new(), signed: Vec::new() }
     }
 
-    fn push(&mut self, item: Item) -> Result<(), String> {
-        if crate::progress::interrupted() {
-            return Ok(());
-        }
-        self.unsigned_bytes += item.size();
-        self.unsigned.push(item);
-        if self.unsigned.len() >= TURN_ITEMS || self.unsigned_bytes >= TURN_BYTES {
-            self.turn()?;
-        }
-        Ok(())
-    }
-
-    /// Signs the unsigned items on the other threads while this one hands
-    /// the signed ones to the sink.
-    fn turn(&mut self) -> Result<(), String> {
-        let unsigned = std::mem::take(&mut self.unsigned);
+    /// Signs `unsigned` on the other threads while this one hands the
+    /// items signed last turn to the sink.
+    fn turn(&mut self, unsigned: Vec<Item>) -> Result<(), String> {
         let signed = std::mem::take(&mut self.signed);
-        self.unsigned_bytes = 0;
         let (signer, sink, seen) = (&self.signer, &mut self.sink, &mut self.seen);
         let (next, taken) = std::thread::scope(|scope| {
             let signing = scope.spawn(move || {
@@ -460,8 +493,7 @@ impl<S: Sink> Pipeline<S> {
     /// Hands everything still in the pipeline to the sink, finishes it,
     /// and returns it.
     pub fn finish(mut self) -> Result<S, String> {
-        self.turn()?;
-        self.turn()?;
+        self.turn(Vec::new())?;
         self.sink.finish()?;
         Ok(self.sink)
     }
@@ -557,7 +589,7 @@ fn looks_binary(bytes: &[u8]) -> bool {
     !utf16 && memchr::memchr(0, &bytes[..bytes.len().min(8000)]).is_some()
 }
 
-/// Reads the documents of one input into the pipeline: a text or HTML
+/// Reads the documents of one input into the turn: a text or HTML
 /// input is one document, read whole; JSON Lines and WARC are read as they
 /// stream in (the memory of one line or record, not of the file).
 fn read_documents(
@@ -565,7 +597,7 @@ fn read_documents(
     mut input: impl std::io::BufRead,
     format: Format,
     options: &InputOptions,
-    pipeline: &mut Pipeline<impl Sink>,
+    turn: &mut Turn,
 ) -> Result<(), String> {
     let mut whole = || {
         let mut bytes = Vec::new();
@@ -582,20 +614,15 @@ fn read_documents(
             } else {
                 Work::Bytes(bytes)
             };
-            pipeline.push(document(work))?
+            turn.push(document(work))?
         }
-        Format::Jsonl => read_jsonl(name, input, options, pipeline)?,
-        Format::Warc => read_warc(name, input, pipeline)?,
+        Format::Jsonl => read_jsonl(name, input, options, turn)?,
+        Format::Warc => read_warc(name, input, turn)?,
     }
-    pipeline.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile })
+    turn.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile })
 }
 
-fn read_jsonl(
-    name: &str,
-    input: impl std::io::BufRead,
-    options: &InputOptions,
-    pipeline: &mut Pipeline<impl Sink>,
-) -> Result<(), String> {
+fn read_jsonl(name: &str, input: impl std::io::BufRead, options: &InputOptions, turn: &mut Turn) -> Result<(), String> {
     for record in neardex::jsonl::read_jsonl_from(input, &options.key_field, &options.text_field) {
         if crate::progress::interrupted() {
             break;
@@ -608,12 +635,12 @@ fn read_jsonl(
             },
             Err(problem) => Item::skip(format!("{name}:{}: {}", problem.line, problem.reason)),
         };
-        pipeline.push(item)?;
+        turn.push(item)?;
     }
     Ok(())
 }
 
-fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<impl Sink>) -> Result<(), String> {
+fn read_warc(name: &str, input: impl std::io::BufRead, turn: &mut Turn) -> Result<(), String> {
     use neardex::warc::WarcItem;
     for item in neardex::warc::WarcReader::new(input) {
         if crate::progress::interrupted() {
@@ -622,13 +649,13 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
         let record = match item.map_err(|e| format!("{name}: {e}"))? {
             WarcItem::Record(record) => record,
             WarcItem::Problem(p) => {
-                pipeline.push(Item::skip(format!("{name} at byte {}: {}", p.offset, p.reason)))?;
+                turn.push(Item::skip(format!("{name} at byte {}: {}", p.offset, p.reason)))?;
                 continue;
             }
         };
         let at = format!("{name} at byte {}", record.offset);
         let Some(id) = record.header("WARC-Record-ID").map(str::to_owned) else {
-            pipeline.push(Item::skip(format!("{at}: record has no WARC-Record-ID")))?;
+            turn.push(Item::skip(format!("{at}: record has no WARC-Record-ID")))?;
             continue;
         };
         let metadata = Metadata {
@@ -640,7 +667,7 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
         let work = match record.kind.as_str() {
             "response" => {
                 let Some(http) = neardex::warc::parse_http_response(&record.block) else {
-                    pipeline.push(Item::skip(format!("{at}: unreadable HTTP response")))?;
+                    turn.push(Item::skip(format!("{at}: unreadable HTTP response")))?;
                     continue;
                 };
                 match http.why_not_a_page() {
@@ -664,7 +691,7 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
             "revisit" => Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), at },
             _ => continue, // request, metadata, warcinfo
         };
-        pipeline.push(Item { key: id, metadata, work })?;
+        turn.push(Item { key: id, metadata, work })?;
     }
     Ok(())
 }
@@ -673,4 +700,60 @@ fn read_warc(name: &str, input: impl std::io::BufRead, pipeline: &mut Pipeline<i
 pub fn stored_signature(searcher: &Searcher, key: &str) -> Result<Option<DocumentSignature>, String> {
     let Some(doc) = searcher.get(key).map_err(|e| e.to_string())? else { return Ok(None) };
     Ok(Some(searcher.signer().sign_vector(doc.vector, doc.fingerprint)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Takes documents until the `fail_at`-th, which it refuses.
+    struct Taker {
+        keys: Vec<String>,
+        fail_at: Option<usize>,
+    }
+
+    impl Sink for Taker {
+        fn document(&mut self, key: String, _: Metadata, _: DocumentSignature) -> Result<(), String> {
+            if Some(self.keys.len()) == self.fail_at {
+                return Err("the sink failed".to_owned());
+            }
+            self.keys.push(key);
+            Ok(())
+        }
+        fn skipped(&mut self, _: String) {}
+        fn not_a_page(&mut self, _: String) {}
+        fn stored(&self, _: &str) -> Result<Option<DocumentSignature>, String> {
+            Ok(None)
+        }
+    }
+
+    fn take(paths: &[PathBuf], fail_at: Option<usize>) -> Result<Vec<String>, String> {
+        let options = InputOptions { format: Format::Auto, key_field: "id".into(), text_field: "text".into() };
+        let signer = Signer::new(neardex::SignatureConfig::default()).unwrap();
+        let mut pipeline = Pipeline::new(signer, Taker { keys: Vec::new(), fail_at });
+        read_inputs(paths, &options, &mut pipeline)?;
+        Ok(pipeline.finish()?.keys)
+    }
+
+    /// The reading thread runs turns ahead: what it reads comes out in
+    /// input order, and a sink that fails stops it (no hang) with the
+    /// sink's error.
+    #[test]
+    fn the_reading_thread_keeps_input_order_and_stops_when_the_sink_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: Vec<String> = (0..3 * TURN_ITEMS + 7)
+            .map(|i| format!("{{\"id\":\"line {i}\",\"text\":\"the ferry {i} was late\"}}"))
+            .collect();
+        let jsonl = dir.path().join("docs.jsonl");
+        std::fs::write(&jsonl, lines.join("\n")).unwrap();
+        let text = dir.path().join("note.txt");
+        std::fs::write(&text, "a note on the ferry").unwrap();
+        let paths = [jsonl, text.clone()];
+        let mut expected: Vec<String> = (0..3 * TURN_ITEMS + 7).map(|i| format!("line {i}")).collect();
+        expected.push(text.to_string_lossy().into_owned());
+        assert_eq!(take(&paths, None).unwrap(), expected);
+        for fail_at in [0, TURN_ITEMS + 3, 3 * TURN_ITEMS + 7] {
+            assert_eq!(take(&paths, Some(fail_at)), Err("the sink failed".to_owned()), "{fail_at}");
+        }
+    }
 }
