@@ -338,6 +338,76 @@ fn warc_payloads_are_decoded_as_recorded_and_error_pages_left_out() {
     assert_eq!(queried, ["<urn:uuid:plain>", "<urn:uuid:wire>", "<urn:uuid:br>"]);
 }
 
+/// Inputs compressed with gzip or zstd (as text corpora ship: `.jsonl.gz`,
+/// `.jsonl.zst`) are read as their contents, found by their first bytes;
+/// a stream cut short gives what came before the cut and a skipped line.
+#[test]
+fn compressed_inputs_are_read_as_what_they_hold() {
+    use std::io::Write;
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx]);
+    let gzip = |bytes: &[u8]| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    };
+    let texts = [
+        "The ferry to the island was late again today, and the harbour master said it would be late tomorrow.",
+        "A storm is expected over the hills by the evening, and the farmers have brought the sheep in early.",
+        "The library on the corner will close for the summer while its roof is repaired by the town council.",
+    ];
+    let lines = |prefix: &str| -> String {
+        texts.iter().enumerate().map(|(i, t)| format!("{{\"id\":\"{prefix}{i}\",\"text\":\"{t}\"}}\n")).collect()
+    };
+    // Named as C4 names its JSON Lines.
+    std::fs::write(dir.path().join("a.json.gz"), gzip(lines("a").as_bytes())).unwrap();
+    // Two zstd frames, one file (as `cat x.zst y.zst` or a parallel
+    // compressor writes).
+    let b = lines("b");
+    let (first, second) = b.split_at(b.len() / 2);
+    let zst =
+        [zstd::encode_all(first.as_bytes(), 3).unwrap(), zstd::encode_all(second.as_bytes(), 3).unwrap()].concat();
+    std::fs::write(dir.path().join("b.jsonl.zst"), zst).unwrap();
+    let page = std::fs::read(Path::new(DEMO).join("harbor-chronicle.html")).unwrap();
+    std::fs::write(dir.path().join("page.html.gz"), gzip(&page)).unwrap();
+    std::fs::write(dir.path().join("page.html"), &page).unwrap();
+    let files: Vec<String> = ["a.json.gz", "b.jsonl.zst", "page.html.gz", "page.html"]
+        .iter()
+        .map(|f| dir.path().join(f).to_string_lossy().into_owned())
+        .collect();
+    let mut args = vec!["add", idx];
+    args.extend(files.iter().map(String::as_str));
+    let added = &ok(&args)[0];
+    assert_eq!(
+        (&added["added"], &added["exact_duplicates"], &added["skipped"]),
+        (&Value::from(8), &Value::from(4), &Value::from(0))
+    );
+    let pairs: Vec<(String, String)> = ok(&["pairs", idx, "-t", "1"])
+        .iter()
+        .map(|p| (p["a"].as_str().unwrap().to_owned(), p["b"].as_str().unwrap().to_owned()))
+        .collect();
+    let mut expected: Vec<(String, String)> = (0..3).map(|i| (format!("a{i}"), format!("b{i}"))).collect();
+    expected.push((files[2].clone(), files[3].clone()));
+    assert_eq!(pairs.len(), 4, "{pairs:?}");
+    for (a, b) in &expected {
+        assert!(pairs.iter().any(|(x, y)| (x, y) == (a, b) || (y, x) == (a, b)), "{a} {b} in {pairs:?}");
+    }
+    // Cut short: the lines before the cut, and the break reported.
+    let long: String = (0..2000).map(|i| format!("{{\"id\":\"c{i}\",\"text\":\"{} {i}\"}}\n", texts[i % 3])).collect();
+    let whole = gzip(long.as_bytes());
+    let cut = dir.path().join("c.jsonl.gz");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+    let output = neardex(&["add", idx, cut.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let added = json_lines(&output)[0]["added"].as_u64().unwrap();
+    assert!(added > 100 && added < 2000, "{added}");
+    assert!(stderr.contains("c.jsonl.gz: gzip stream broken"), "{stderr}");
+    // The line the cut fell in is the other skipped input.
+    assert_eq!(json_lines(&output)[0]["skipped"], 2, "{stderr}");
+}
+
 #[test]
 fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     let (dir, idx) = index_dir();

@@ -197,9 +197,13 @@ fn detect(path: &Path, requested: Format) -> Format {
         return requested;
     }
     let name = path.to_string_lossy().to_ascii_lowercase();
-    if name.ends_with(".warc") || name.ends_with(".warc.gz") {
+    // The format is the name's before a compression suffix (the bytes
+    // tell the compression: `read_input`).
+    let name = [".gz", ".zst", ".zstd"].iter().find_map(|z| name.strip_suffix(z)).unwrap_or(&name);
+    if name.ends_with(".warc") {
         Format::Warc
-    } else if name.ends_with(".jsonl") || name.ends_with(".ndjson") {
+    } else if [".jsonl", ".ndjson", ".json"].iter().any(|e| name.ends_with(e)) {
+        // Corpora name their JSON Lines .json too (C4's c4-train.*.json.gz).
         Format::Jsonl
     } else if name.ends_with(".html") || name.ends_with(".htm") {
         Format::Html
@@ -290,7 +294,7 @@ fn read_all(paths: &[PathBuf], options: &InputOptions, turn: &mut Turn) -> Resul
         }
         if path.as_os_str() == "-" {
             let format = if options.format == Format::Auto { Format::Text } else { options.format };
-            read_documents("-", std::io::stdin().lock(), format, options, turn)?;
+            read_input("-", std::io::stdin().lock(), format, options, turn)?;
             continue;
         }
         let mut files = Vec::new();
@@ -302,7 +306,7 @@ fn read_all(paths: &[PathBuf], options: &InputOptions, turn: &mut Turn) -> Resul
             let name = file.to_string_lossy().into_owned();
             let opened = std::fs::File::open(&file).map_err(|e| format!("{name}: {e}"))?;
             let input = std::io::BufReader::with_capacity(1 << 20, Counted { inner: opened, bar: &bar });
-            read_documents(&name, input, detect(&file, options.format), options, turn)?;
+            read_input(&name, input, detect(&file, options.format), options, turn)?;
         }
     }
     bar.finish_and_clear();
@@ -587,6 +591,59 @@ impl<R: Read> Read for Counted<'_, R> {
 fn looks_binary(bytes: &[u8]) -> bool {
     let utf16 = bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]);
     !utf16 && memchr::memchr(0, &bytes[..bytes.len().min(8000)]).is_some()
+}
+
+/// Reads one input into the turn, decompressed as its first bytes say:
+/// zstd (every frame; long-mode windows), or gzip unless it is a WARC file
+/// (whose reader takes gzip member by member, and reports where a stream
+/// breaks). A compressed stream that breaks off or is damaged ends the
+/// input with what was read before it, and is reported as skipped.
+fn read_input(
+    name: &str,
+    mut input: impl std::io::BufRead,
+    format: Format,
+    options: &InputOptions,
+    turn: &mut Turn,
+) -> Result<(), String> {
+    let head = input.fill_buf().map_err(|e| format!("{name}: {e}"))?;
+    let broken = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let (kind, decoder): (&str, Box<dyn Read + '_>) = if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let mut decoder = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| format!("{name}: {e}"))?;
+        decoder.window_log_max(31).map_err(|e| format!("{name}: {e}"))?;
+        ("zstd", Box::new(decoder))
+    } else if head.starts_with(&[0x1f, 0x8b]) && format != Format::Warc {
+        ("gzip", Box::new(flate2::read::MultiGzDecoder::new(input)))
+    } else {
+        return read_documents(name, input, format, options, turn);
+    };
+    let until_broken = UntilBroken { inner: decoder, error: broken.clone() };
+    read_documents(name, std::io::BufReader::with_capacity(1 << 20, until_broken), format, options, turn)?;
+    if let Some(e) = broken.take() {
+        turn.push(Item::skip(format!("{name}: {kind} stream broken ({e}); the rest of the file is unreadable")))?;
+    }
+    Ok(())
+}
+
+/// A decompressor's reads, its first error kept and turned into the end
+/// of the input, so that what came before a break is read.
+struct UntilBroken<R> {
+    inner: R,
+    error: std::rc::Rc<std::cell::RefCell<Option<std::io::Error>>>,
+}
+
+impl<R: Read> Read for UntilBroken<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.error.borrow().is_some() {
+            return Ok(0);
+        }
+        match self.inner.read(out) {
+            Err(e) if e.kind() != std::io::ErrorKind::Interrupted => {
+                *self.error.borrow_mut() = Some(e);
+                Ok(0)
+            }
+            read => read,
+        }
+    }
 }
 
 /// Reads the documents of one input into the turn: a text or HTML

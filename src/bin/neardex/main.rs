@@ -109,7 +109,8 @@ enum Command {
         /// Files, directories, or - for standard input.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
-        /// Input format (auto: by extension; .warc/.warc.gz, .jsonl, .html/.htm, else text).
+        /// Input format (auto: by extension, before any .gz or .zst; .warc, .jsonl/.ndjson/.json, .html/.htm, else
+        /// text). Inputs compressed with gzip or zstd are read as what they hold.
         #[arg(long = "format", visible_alias = "input-format", value_enum, default_value = "auto")]
         input_format: ingest::Format,
         /// JSON Lines field holding the key.
@@ -165,7 +166,8 @@ enum Command {
         exclude_self: bool,
         /// Query documents: files, directories, or - for standard input.
         paths: Vec<PathBuf>,
-        /// Input format (auto: by extension; .warc/.warc.gz, .jsonl, .html/.htm, else text).
+        /// Input format (auto: by extension, before any .gz or .zst; .warc, .jsonl/.ndjson/.json, .html/.htm, else
+        /// text). Inputs compressed with gzip or zstd are read as what they hold.
         #[arg(long, value_enum, default_value = "auto")]
         input_format: ingest::Format,
         /// JSON Lines field holding the key.
