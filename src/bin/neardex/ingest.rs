@@ -56,7 +56,16 @@ pub struct Summary {
     /// What was added without signatures, and what was left out as not a
     /// page.
     pub unsigned: Unsigned,
-    pub skipped: Vec<String>,
+    /// Inputs skipped, each told on standard error when it is (a count
+    /// only: re-adding a corpus of millions is millions of them).
+    pub skipped: u64,
+}
+
+impl Summary {
+    fn skip(&mut self, reason: &str) {
+        self.skipped += 1;
+        eprintln!("neardex: skipped {reason}");
+    }
 }
 
 /// What the inputs held that no query can match: documents with no
@@ -172,7 +181,7 @@ impl<'a> Batch<'a> {
                 summary.unsigned.without_signatures += u64::from(without_signatures);
             }
             Err(IndexError::DuplicateKey { key }) => {
-                summary.skipped.push(format!("{key}: key already in the index (use --replace)"));
+                summary.skip(&format!("{key}: key already in the index (use --replace)"));
             }
             Err(e) => return Err(e.to_string()),
         }
@@ -392,7 +401,7 @@ pub fn add<'a>(
         "added {} documents ({} exact duplicates){similar}, skipped {}, in {:.2} s ({:.0} docs/s)",
         summary.added,
         summary.exact_duplicates,
-        summary.skipped.len(),
+        summary.skipped,
         secs,
         summary.added as f64 / secs.max(1e-9)
     );
@@ -560,7 +569,7 @@ impl Sink for Inserter<'_> {
     }
 
     fn skipped(&mut self, reason: String) {
-        self.summary.skipped.push(reason);
+        self.summary.skip(&reason);
     }
 
     fn not_a_page(&mut self, reason: String) {

@@ -452,16 +452,13 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let input = ingest::InputOptions { format: input_format, key_field, text_field };
             let options = ingest::AddOptions { input, replace, skip_similar, bulk, batch };
             let summary = ingest::add(&index, &paths, &options, &mut |line| out.emit(line))?;
-            for reason in &summary.skipped {
-                eprintln!("neardex: skipped {reason}");
-            }
             out.emit(json!({
                 "added": summary.added,
                 "exact_duplicates": summary.exact_duplicates,
                 "near_duplicates": summary.near_duplicates,
                 "without_signatures": summary.unsigned.without_signatures,
                 "not_pages": summary.unsigned.not_pages(),
-                "skipped": summary.skipped.len(),
+                "skipped": summary.skipped,
             }))?;
         }
         Command::Query {
