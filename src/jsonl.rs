@@ -1,5 +1,6 @@
-//! JSON Lines input: one JSON object per line, a key field and a text
-//! field (and optionally `url`). Lines that are not such an object come
+//! JSON Lines input: one JSON object per line, a key field (or, when the
+//! key field asked for is empty, the line number) and a text field (and
+//! optionally `url`). Lines that are not such an object come
 //! back as problems with their line number; nothing panics. Behind the
 //! `jsonl` feature (on with `cli`).
 
@@ -8,7 +9,8 @@
 pub struct JsonlRecord {
     /// 1-based line number.
     pub line: usize,
-    /// The key: the key field, a string or a number.
+    /// The key: the key field, a string or a number; the line number
+    /// when the key field asked for is empty (a corpus without ids).
     pub key: String,
     /// The text field.
     pub text: String,
@@ -76,6 +78,7 @@ fn parse_line(line: usize, body: &str, key_field: &str, text_field: &str) -> Res
     let problem = |reason: String| JsonlProblem { line, reason };
     let value: serde_json::Value = serde_json::from_str(body).map_err(|e| problem(format!("not JSON ({e})")))?;
     let key = match &value[key_field] {
+        _ if key_field.is_empty() => line.to_string(),
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Number(x) => x.to_string(),
         _ => return Err(problem(format!("no {key_field:?} field to use as key"))),
@@ -106,6 +109,9 @@ mod tests {
             .map(|(n, l)| parse_line(n + 1, l, "id", "text"))
             .collect();
         assert_eq!(format!("{records:?}"), format!("{reference:?}"));
+        // Without a key field, each record is keyed by its line.
+        let keys: Vec<String> = read_jsonl(data, "", "text").filter_map(Result::ok).map(|r| r.key).collect();
+        assert_eq!(keys, ["1", "4", "6"]);
         // Through a reader whose buffer holds three bytes: lines longer
         // than it read whole.
         let streamed: Vec<_> =

@@ -408,6 +408,36 @@ fn compressed_inputs_are_read_as_what_they_hold() {
     assert_eq!(json_lines(&output)[0]["skipped"], 2, "{stderr}");
 }
 
+/// A corpus without ids (The Pile, SlimPajama: text and meta) is keyed by
+/// file and line with --line-keys.
+#[test]
+fn json_lines_without_ids_are_keyed_by_file_and_line() {
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx]);
+    let text = "The ferry to the island was late again today, and the harbour master said it would be late tomorrow.";
+    let other = "A storm is expected over the hills by the evening, and the farmers have brought the sheep in early.";
+    let corpus = dir.path().join("pile.jsonl");
+    let lines = [text, other, text].map(|t| format!("{{\"text\":\"{t}\",\"meta\":{{\"set\":\"web\"}}}}\n"));
+    std::fs::write(&corpus, lines.concat()).unwrap();
+    let path = corpus.to_str().unwrap();
+    // Without: every line lacks the key field.
+    assert_eq!(ok(&["add", idx, path])[0]["skipped"], 3);
+    let added = &ok(&["add", idx, path, "--line-keys"])[0];
+    assert_eq!((&added["added"], &added["exact_duplicates"]), (&Value::from(3), &Value::from(1)));
+    let pairs = ok(&["pairs", idx, "-t", "1"]);
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    assert_eq!(
+        (pairs[0]["a"].as_str(), pairs[0]["b"].as_str()),
+        (Some(&*format!("{path}:1")), Some(&*format!("{path}:3")))
+    );
+    // Queries are named so too.
+    let queried: Vec<Value> =
+        ok(&["query", idx, path, "--line-keys", "--exclude-self"]).iter().map(|l| l["query"].clone()).collect();
+    assert_eq!(queried, [format!("{path}:1"), format!("{path}:2"), format!("{path}:3")]);
+    fails(&["add", idx, path, "--line-keys", "--key-field", "id"], 2, "cannot be used with");
+}
+
 #[test]
 fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     let (dir, idx) = index_dir();

@@ -29,8 +29,9 @@ pub enum Format {
 /// How inputs are read.
 pub struct InputOptions {
     pub format: Format,
-    /// JSON Lines field holding the key.
-    pub key_field: String,
+    /// JSON Lines field holding the key; `None` keys each line by its
+    /// file and line number (`FILE:LINE`).
+    pub key_field: Option<String>,
     /// JSON Lines field holding the text.
     pub text_field: String,
 }
@@ -689,13 +690,14 @@ fn read_documents(
 }
 
 fn read_jsonl(name: &str, input: impl std::io::BufRead, options: &InputOptions, turn: &mut Turn) -> Result<(), String> {
-    for record in neardex::jsonl::read_jsonl_from(input, &options.key_field, &options.text_field) {
+    let key_field = options.key_field.as_deref().unwrap_or("");
+    for record in neardex::jsonl::read_jsonl_from(input, key_field, &options.text_field) {
         if crate::progress::interrupted() {
             break;
         }
         let item = match record.map_err(|e| format!("{name}: {e}"))? {
             Ok(record) => Item {
-                key: record.key,
+                key: if key_field.is_empty() { format!("{name}:{}", record.line) } else { record.key },
                 metadata: Metadata { url: record.url, ..Metadata::default() },
                 work: Work::Text(record.text),
             },
@@ -794,7 +796,7 @@ mod tests {
     }
 
     fn take(paths: &[PathBuf], fail_at: Option<usize>) -> Result<Vec<String>, String> {
-        let options = InputOptions { format: Format::Auto, key_field: "id".into(), text_field: "text".into() };
+        let options = InputOptions { format: Format::Auto, key_field: Some("id".into()), text_field: "text".into() };
         let signer = Signer::new(neardex::SignatureConfig::default()).unwrap();
         let mut pipeline = Pipeline::new(signer, Taker { keys: Vec::new(), fail_at });
         read_inputs(paths, &options, &mut pipeline)?;

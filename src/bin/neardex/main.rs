@@ -116,6 +116,9 @@ enum Command {
         /// JSON Lines field holding the key.
         #[arg(long, default_value = "id")]
         key_field: String,
+        /// Key each JSON line by its file and line number (FILE:LINE), for corpora without an id field.
+        #[arg(long, conflicts_with = "key_field")]
+        line_keys: bool,
         /// JSON Lines field holding the text.
         #[arg(long, default_value = "text")]
         text_field: String,
@@ -173,6 +176,9 @@ enum Command {
         /// JSON Lines field holding the key.
         #[arg(long, default_value = "id")]
         key_field: String,
+        /// Key each JSON line by its file and line number (FILE:LINE), for corpora without an id field.
+        #[arg(long, conflicts_with = "key_field")]
+        line_keys: bool,
         /// JSON Lines field holding the text.
         #[arg(long, default_value = "text")]
         text_field: String,
@@ -440,7 +446,18 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             out.emit(created)?;
         }
-        Command::Add { index, paths, input_format, key_field, text_field, replace, skip_similar, bulk, batch } => {
+        Command::Add {
+            index,
+            paths,
+            input_format,
+            key_field,
+            line_keys,
+            text_field,
+            replace,
+            skip_similar,
+            bulk,
+            batch,
+        } => {
             let skip_similar =
                 skip_similar.map(|t| Threshold::new(t).map_err(|e| format!("--skip-similar: {e}"))).transpose()?;
             let index = open(&index)?;
@@ -449,6 +466,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 None if bulk => ingest::BULK_BATCH,
                 None => ingest::BATCH,
             };
+            let key_field = if line_keys { None } else { Some(key_field) };
             let input = ingest::InputOptions { format: input_format, key_field, text_field };
             let options = ingest::AddOptions { input, replace, skip_similar, bulk, batch };
             let summary = ingest::add(&index, &paths, &options, &mut |line| out.emit(line))?;
@@ -471,6 +489,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             paths,
             input_format,
             key_field,
+            line_keys,
             text_field,
             ..
         } => {
@@ -494,6 +513,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             let sink = query::Queries::new(&searcher, how, |line| out.emit(line));
             let mut pipeline = ingest::Pipeline::new(searcher.signer().clone(), sink);
+            let key_field = if line_keys { None } else { Some(key_field) };
             let input = ingest::InputOptions { format: input_format, key_field, text_field };
             ingest::read_inputs(&paths, &input, &mut pipeline)?;
             let queries = pipeline.finish()?;
@@ -668,7 +688,7 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
     let options = ingest::AddOptions {
         input: ingest::InputOptions {
             format: ingest::Format::Jsonl,
-            key_field: "id".into(),
+            key_field: Some("id".into()),
             text_field: "text".into(),
         },
         replace: false,
