@@ -438,6 +438,31 @@ fn json_lines_without_ids_are_keyed_by_file_and_line() {
     fails(&["add", idx, path, "--line-keys", "--key-field", "id"], 2, "cannot be used with");
 }
 
+/// A directory walk leaves out, and reports, what it cannot read and a
+/// directory it reaches again through a symbolic link (a loop), instead of
+/// failing the whole add.
+#[cfg(unix)]
+#[test]
+fn a_directory_walk_survives_symbolic_link_loops_and_dangling_links() {
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx]);
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::write(tree.join("sub/a.txt"), "The ferry to the island was late again today.").unwrap();
+    std::os::unix::fs::symlink("..", tree.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink("nowhere.txt", tree.join("gone.txt")).unwrap();
+    let output = neardex(&["add", idx, tree.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let added = &json_lines(&output)[0];
+    assert_eq!((&added["added"], &added["skipped"]), (&Value::from(1), &Value::from(2)), "{stderr}");
+    assert!(stderr.contains("sub/up: a directory already read (through a symbolic link)"), "{stderr}");
+    assert!(stderr.contains("gone.txt: No such file or directory"), "{stderr}");
+    // The path given must be there.
+    fails(&["add", idx, tree.join("gone.txt").to_str().unwrap()], 1, "No such file or directory");
+}
+
 #[test]
 fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     let (dir, idx) = index_dir();

@@ -222,20 +222,35 @@ fn detect(path: &Path, requested: Format) -> Format {
     }
 }
 
-/// Every file under `path` (itself if it is a file), sorted.
-pub fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        entries.sort();
-        for entry in entries {
-            files_under(&entry, out)?;
-        }
-    } else {
+/// Every file under `path` (itself if it is a file), sorted. Below `path`,
+/// what cannot be read (a dangling symbolic link, a directory without
+/// permission) and a directory reached again through a symbolic link (a
+/// loop, or a second way in) are left out, each with a line in `skipped`;
+/// `path` itself must be readable.
+pub fn files_under(path: &Path, out: &mut Vec<PathBuf>, skipped: &mut Vec<String>) -> Result<(), String> {
+    walk(path, out, skipped, &mut std::collections::HashSet::new()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn walk(
+    path: &Path,
+    out: &mut Vec<PathBuf>,
+    skipped: &mut Vec<String>,
+    seen: &mut std::collections::HashSet<PathBuf>,
+) -> std::io::Result<()> {
+    if !std::fs::metadata(path)?.is_dir() {
         out.push(path.to_owned());
+        return Ok(());
+    }
+    if !seen.insert(std::fs::canonicalize(path)?) {
+        skipped.push(format!("{}: a directory already read (through a symbolic link)", path.display()));
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for entry in entries {
+        if let Err(e) = walk(&entry, out, skipped, seen) {
+            skipped.push(format!("{}: {e}", entry.display()));
+        }
     }
     Ok(())
 }
@@ -290,15 +305,19 @@ pub fn read_inputs<S: Sink>(
 }
 
 fn read_all(paths: &[PathBuf], options: &InputOptions, turn: &mut Turn) -> Result<(), String> {
-    let mut all_files = Vec::new();
+    // Each path's files (none for standard input) and what its walk left out.
+    let mut listings = Vec::with_capacity(paths.len());
     for path in paths {
+        let (mut files, mut skipped) = (Vec::new(), Vec::new());
         if path.as_os_str() != "-" {
-            files_under(path, &mut all_files)?;
+            files_under(path, &mut files, &mut skipped)?;
         }
+        listings.push((files, skipped));
     }
-    let total: u64 = all_files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
+    let total: u64 =
+        listings.iter().flat_map(|(files, _)| files).filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
     let bar = crate::progress::bytes(total);
-    for path in paths {
+    for (path, (files, skipped)) in paths.iter().zip(listings) {
         if crate::progress::interrupted() {
             break;
         }
@@ -307,14 +326,24 @@ fn read_all(paths: &[PathBuf], options: &InputOptions, turn: &mut Turn) -> Resul
             read_input("-", std::io::stdin().lock(), format, options, turn)?;
             continue;
         }
-        let mut files = Vec::new();
-        files_under(path, &mut files)?;
+        for reason in skipped {
+            turn.push(Item::skip(reason))?;
+        }
         for file in files {
             if crate::progress::interrupted() {
                 break;
             }
             let name = file.to_string_lossy().into_owned();
-            let opened = std::fs::File::open(&file).map_err(|e| format!("{name}: {e}"))?;
+            let opened = match std::fs::File::open(&file) {
+                Ok(opened) => opened,
+                // A file the walk found may be gone or unreadable: left
+                // out, as the walk leaves such entries out.
+                Err(e) if file != *path => {
+                    turn.push(Item::skip(format!("{name}: {e}")))?;
+                    continue;
+                }
+                Err(e) => return Err(format!("{name}: {e}")),
+            };
             let input = std::io::BufReader::with_capacity(1 << 20, Counted { inner: opened, bar: &bar });
             read_input(&name, input, detect(&file, options.format), options, turn)?;
         }

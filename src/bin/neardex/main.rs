@@ -428,7 +428,11 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 let signer = Signer::new(config.clone()).map_err(|e| e.to_string())?;
                 let mut files = Vec::new();
                 for path in &filter_sample {
-                    ingest::files_under(path, &mut files)?;
+                    let mut skipped = Vec::new();
+                    ingest::files_under(path, &mut files, &mut skipped)?;
+                    for reason in skipped {
+                        eprintln!("neardex: skipped {reason}");
+                    }
                 }
                 let mut vectors = Vec::with_capacity(files.len());
                 for file in &files {
