@@ -65,8 +65,13 @@ pub struct Summary {
 impl Summary {
     fn skip(&mut self, reason: &str) {
         self.skipped += 1;
-        eprintln!("neardex: skipped {reason}");
+        tell_skipped(reason);
     }
+}
+
+/// One input skipped, told on standard error when it is met.
+pub fn tell_skipped(reason: &str) {
+    eprintln!("neardex: skipped {reason}");
 }
 
 /// What the inputs held that no query can match: documents with no
@@ -453,7 +458,7 @@ enum Work {
     Signed(DocumentSignature),
     /// A WARC revisit of the record with this id; `at` names the record.
     Revisit { target: Option<String>, at: String },
-    /// Not a document: a line for the summary's skipped list.
+    /// Not a document: told as skipped, and counted.
     Skip(String),
     /// A WARC record that is not a page (an error page or redirect, an
     /// image, a PDF, a script), or a binary file: counted by its reason
@@ -499,8 +504,8 @@ impl Item {
 const TURN_ITEMS: usize = 512;
 const TURN_BYTES: usize = 16 << 20;
 
-/// Signing and taking overlapped: each turn signs the items read since
-/// the last one on every core while this thread hands the items the last
+/// Signing and taking overlapped: each turn signs the items the reading
+/// thread sent on every core while this thread hands the items the last
 /// turn signed to the sink, in input order.
 pub struct Pipeline<S> {
     signer: Signer,

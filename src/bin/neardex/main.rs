@@ -43,6 +43,27 @@ struct OutputArgs {
     format: OutputFormat,
 }
 
+/// How JSON Lines inputs are keyed and where their text is (add, query).
+#[derive(clap::Args)]
+struct JsonlArgs {
+    /// JSON Lines field holding the key.
+    #[arg(long, default_value = "id")]
+    key_field: String,
+    /// Key each JSON line by its file and line number (FILE:LINE), for corpora without an id field.
+    #[arg(long, conflicts_with = "key_field")]
+    line_keys: bool,
+    /// JSON Lines field holding the text.
+    #[arg(long, default_value = "text")]
+    text_field: String,
+}
+
+impl JsonlArgs {
+    fn input(self, format: ingest::Format) -> ingest::InputOptions {
+        let key_field = (!self.line_keys).then_some(self.key_field);
+        ingest::InputOptions { format, key_field, text_field: self.text_field }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum OutputFormat {
     Json,
@@ -113,15 +134,8 @@ enum Command {
         /// text). Inputs compressed with gzip or zstd are read as what they hold.
         #[arg(long = "format", visible_alias = "input-format", value_enum, default_value = "auto")]
         input_format: ingest::Format,
-        /// JSON Lines field holding the key.
-        #[arg(long, default_value = "id")]
-        key_field: String,
-        /// Key each JSON line by its file and line number (FILE:LINE), for corpora without an id field.
-        #[arg(long, conflicts_with = "key_field")]
-        line_keys: bool,
-        /// JSON Lines field holding the text.
-        #[arg(long, default_value = "text")]
-        text_field: String,
+        #[command(flatten)]
+        jsonl: JsonlArgs,
         /// Replace documents whose key is already stored.
         #[arg(long)]
         replace: bool,
@@ -173,15 +187,8 @@ enum Command {
         /// text). Inputs compressed with gzip or zstd are read as what they hold.
         #[arg(long, value_enum, default_value = "auto")]
         input_format: ingest::Format,
-        /// JSON Lines field holding the key.
-        #[arg(long, default_value = "id")]
-        key_field: String,
-        /// Key each JSON line by its file and line number (FILE:LINE), for corpora without an id field.
-        #[arg(long, conflicts_with = "key_field")]
-        line_keys: bool,
-        /// JSON Lines field holding the text.
-        #[arg(long, default_value = "text")]
-        text_field: String,
+        #[command(flatten)]
+        jsonl: JsonlArgs,
         #[command(flatten)]
         output: OutputArgs,
     },
@@ -430,9 +437,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 for path in &filter_sample {
                     let mut skipped = Vec::new();
                     ingest::files_under(path, &mut files, &mut skipped)?;
-                    for reason in skipped {
-                        eprintln!("neardex: skipped {reason}");
-                    }
+                    skipped.iter().for_each(|reason| ingest::tell_skipped(reason));
                 }
                 let mut vectors = Vec::with_capacity(files.len());
                 for file in &files {
@@ -450,18 +455,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             out.emit(created)?;
         }
-        Command::Add {
-            index,
-            paths,
-            input_format,
-            key_field,
-            line_keys,
-            text_field,
-            replace,
-            skip_similar,
-            bulk,
-            batch,
-        } => {
+        Command::Add { index, paths, input_format, jsonl, replace, skip_similar, bulk, batch } => {
             let skip_similar =
                 skip_similar.map(|t| Threshold::new(t).map_err(|e| format!("--skip-similar: {e}"))).transpose()?;
             let index = open(&index)?;
@@ -470,9 +464,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 None if bulk => ingest::BULK_BATCH,
                 None => ingest::BATCH,
             };
-            let key_field = if line_keys { None } else { Some(key_field) };
-            let input = ingest::InputOptions { format: input_format, key_field, text_field };
-            let options = ingest::AddOptions { input, replace, skip_similar, bulk, batch };
+            let options = ingest::AddOptions { input: jsonl.input(input_format), replace, skip_similar, bulk, batch };
             let summary = ingest::add(&index, &paths, &options, &mut |line| out.emit(line))?;
             out.emit(json!({
                 "added": summary.added,
@@ -483,20 +475,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 "skipped": summary.skipped,
             }))?;
         }
-        Command::Query {
-            index,
-            threshold: t,
-            lsh,
-            top,
-            key,
-            exclude_self,
-            paths,
-            input_format,
-            key_field,
-            line_keys,
-            text_field,
-            ..
-        } => {
+        Command::Query { index, threshold: t, lsh, top, key, exclude_self, paths, input_format, jsonl, .. } => {
             let how = query::How { tau: threshold(t)?, lsh, top, exclude_self };
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
@@ -517,9 +496,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             let sink = query::Queries::new(&searcher, how, |line| out.emit(line));
             let mut pipeline = ingest::Pipeline::new(searcher.signer().clone(), sink);
-            let key_field = if line_keys { None } else { Some(key_field) };
-            let input = ingest::InputOptions { format: input_format, key_field, text_field };
-            ingest::read_inputs(&paths, &input, &mut pipeline)?;
+            ingest::read_inputs(&paths, &jsonl.input(input_format), &mut pipeline)?;
             let queries = pipeline.finish()?;
             if key.is_none() && queries.queried == 0 {
                 return Err(format!(

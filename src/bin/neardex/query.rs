@@ -128,7 +128,7 @@ impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for 
 
     fn skipped(&mut self, reason: String) {
         self.skipped += 1;
-        eprintln!("neardex: skipped {reason}");
+        crate::ingest::tell_skipped(&reason);
     }
 
     fn not_a_page(&mut self, reason: String) {
