@@ -17,7 +17,9 @@
 //!   (`NEARDEX_BENCH_RUNS=background` runs only the second ingest);
 //! - the crawler's call: every page through `Writer::insert_if_new` at
 //!   τ = 0.8, 1,000 a commit, with how many it refused (one page in ten is
-//!   a near-copy; `NEARDEX_BENCH_RUNS=if_new` runs only this);
+//!   a near-copy), then each commit's pages through one
+//!   `Writer::insert_batch_if_new`, and the ratio of the two
+//!   (`NEARDEX_BENCH_RUNS=if_new` runs only these);
 //! - the index's bytes on disk against its signature vectors, keys and
 //!   metadata, after the ingest and after `Index::compact_catalog`;
 //! - open time and resident memory right after `Index::open_read_only`,
@@ -30,7 +32,7 @@ mod common;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
-use neardex::store::{Document, Index, IndexOptions, InsertIfNew, Metadata};
+use neardex::store::{Document, Index, IndexOptions, InsertIfNew, Metadata, Writer};
 use neardex::{DocumentSignature, SignatureConfig, Signer, Threshold};
 
 const BATCH: usize = 1_000;
@@ -333,37 +335,50 @@ fn ingest(
 }
 
 /// Every page through `Writer::insert_if_new` at τ = 0.8, 1,000 a durable
-/// commit, maintenance inside the commits (the defaults).
-fn ingest_if_new(corpus: &Corpus, signer: &Signer, n: u64, baseline: f64) {
+/// commit, maintenance inside the commits (the defaults); with `batched`,
+/// each commit's pages through one `Writer::insert_batch_if_new`. Returns
+/// the docs/s.
+fn ingest_if_new(corpus: &Corpus, signer: &Signer, n: u64, baseline: f64, batched: bool) -> f64 {
     let dir = tempfile::tempdir_in(std::env::var("NEARDEX_BENCH_DIR").unwrap_or_else(|_| ".".into())).unwrap();
     let index = Index::create(dir.path(), SignatureConfig::default()).unwrap();
     let tau = Threshold::new(0.8).unwrap();
     let start = Instant::now();
     let mut writer = Some(index.writer().unwrap());
-    let (mut staged, mut refused) = (0, 0u64);
-    produce(corpus, signer, n, |i, s| {
+    let mut held: Vec<(String, DocumentSignature)> = Vec::with_capacity(BATCH);
+    let mut refused = 0u64;
+    let mut insert = |held: &mut Vec<(String, DocumentSignature)>, writer: &mut Option<Writer<'_>>| {
         let w = writer.as_mut().expect("a writer is open");
-        let key = format!("https://news.example/{i}");
-        if let InsertIfNew::Matches(_) =
-            w.insert_if_new(&key, Document::Signatures(&s), Metadata::default(), tau).unwrap()
-        {
-            refused += 1;
+        if batched {
+            let documents = held.iter().map(|(key, s)| (key.as_str(), Document::Signatures(s), Metadata::default()));
+            for result in w.insert_batch_if_new(documents, tau) {
+                refused += u64::from(matches!(result.unwrap(), InsertIfNew::Matches(_)));
+            }
+        } else {
+            for (key, s) in held.iter() {
+                let result = w.insert_if_new(key, Document::Signatures(s), Metadata::default(), tau);
+                refused += u64::from(matches!(result.unwrap(), InsertIfNew::Matches(_)));
+            }
         }
-        staged += 1;
-        if staged == BATCH {
-            writer.take().expect("a writer is open").commit().unwrap();
+        held.clear();
+        writer.take().expect("a writer is open").commit().unwrap();
+    };
+    produce(corpus, signer, n, |i, s| {
+        held.push((format!("https://news.example/{i}"), s));
+        if held.len() == BATCH {
+            insert(&mut held, &mut writer);
             writer = Some(index.writer().unwrap());
-            staged = 0;
         }
     });
-    writer.take().expect("a writer is open").commit().unwrap();
+    insert(&mut held, &mut writer);
     let wall = start.elapsed().as_secs_f64();
     let rate = n as f64 / wall;
+    let how = if batched { "insert_batch_if_new, a commit's pages a call" } else { "insert_if_new, a page a call" };
     println!(
-        "insert_if_new at 0.8: {n} pages, {BATCH} per durable commit: {rate:.0} docs/s ({:.2} of the baseline); \
+        "{how}, at 0.8: {n} pages, {BATCH} per durable commit: {rate:.0} docs/s ({:.2} of the baseline); \
          {refused} refused as near-duplicates of stored or staged pages",
         rate / baseline
     );
+    rate
 }
 
 fn main() {
@@ -402,7 +417,9 @@ fn main() {
         drop(ingest(&corpus, &signer, n, false, baseline));
     }
     if runs("if_new") {
-        ingest_if_new(&corpus, &signer, n, baseline);
+        let one = ingest_if_new(&corpus, &signer, n, baseline, false);
+        let batched = ingest_if_new(&corpus, &signer, n, baseline, true);
+        println!("insert_batch_if_new against insert_if_new: {:.2}x the docs/s", batched / one);
     }
     if !runs("background") {
         return;

@@ -411,6 +411,9 @@ enum IfNewOp {
     IfNew(Vec<(u64, u32)>),
     /// A plain insert, which `insert_if_new` must see afterwards.
     Insert(Vec<(u64, u32)>),
+    /// `insert_batch_if_new` of these vectors, each under a fresh key but
+    /// those marked to take the key of a live document (a taken key).
+    Batch(Vec<(Vec<(u64, u32)>, bool)>),
     /// Delete the live document at this position (modulo their count).
     Delete(usize),
     /// Commit and open a new writer.
@@ -421,7 +424,8 @@ fn arb_if_new_op() -> impl Strategy<Value = IfNewOp> {
     let vector = prop::collection::vec((0u64..12, 1u32..4), 0..6);
     prop_oneof![
         5 => vector.clone().prop_map(IfNewOp::IfNew),
-        2 => vector.prop_map(IfNewOp::Insert),
+        2 => vector.clone().prop_map(IfNewOp::Insert),
+        2 => prop::collection::vec((vector, prop::bool::weighted(0.1)), 0..8).prop_map(IfNewOp::Batch),
         1 => any::<usize>().prop_map(IfNewOp::Delete),
         1 => Just(IfNewOp::Commit),
     ]
@@ -469,6 +473,38 @@ proptest! {
                                 prop_assert!(live.iter().any(|(k, id, _)| *id == m.id && *k == info.key));
                             }
                             prop_assert_eq!(found, expected);
+                        }
+                    }
+                }
+                IfNewOp::Batch(members) => {
+                    // Each member's expected result, as one insert_if_new
+                    // after another would give it.
+                    let mut documents = Vec::new();
+                    for (i, (pairs, taken)) in members.into_iter().enumerate() {
+                        let vector = SignatureVector::from_pairs(pairs);
+                        let key = match live.first() {
+                            Some((k, ..)) if taken => k.clone(),
+                            _ => format!("{key}-{i}"),
+                        };
+                        documents.push((key, vector.clone(), signature_of(&config, vector, (n * 100 + i) as u64)));
+                    }
+                    let batch = documents.iter().map(|(k, _, s)| (k.as_str(), Document::Signatures(s), Metadata::default()));
+                    let results = w.insert_batch_if_new(batch, tau);
+                    prop_assert_eq!(results.len(), documents.len());
+                    for ((key, vector, _), result) in documents.into_iter().zip(results) {
+                        let expected = oracle::query(live.iter().map(|(_, id, v)| (*id, v)), &vector, config.similarity, tau);
+                        match result {
+                            Ok(InsertIfNew::Inserted(outcome)) => {
+                                prop_assert!(expected.is_empty(), "inserted past {expected:?}");
+                                prop_assert!(!live.iter().any(|(k, ..)| *k == key), "{key} was taken");
+                                live.push((key, outcome.id, vector));
+                            }
+                            Ok(InsertIfNew::Matches(found)) => prop_assert_eq!(found, expected),
+                            Err(neardex::store::IndexError::DuplicateKey { key: taken }) => {
+                                prop_assert!(expected.is_empty(), "matches are checked before the key");
+                                prop_assert!(live.iter().any(|(k, ..)| *k == taken));
+                            }
+                            Err(e) => prop_assert!(false, "{e}"),
                         }
                     }
                 }

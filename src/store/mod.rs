@@ -1209,11 +1209,69 @@ impl Writer<'_> {
         tau: Threshold,
     ) -> Result<InsertIfNew, IndexError> {
         let signature = sign_document(&self.index.inner.signer, document);
+        let stored = self.index.searcher()?.query(&signature.vector, tau)?;
+        self.insert_unless_matched(key, &signature, metadata, tau, stored)
+    }
+
+    /// [`Writer::insert_if_new`] for many documents, in order: each is
+    /// inserted unless a stored or staged document, or one inserted before
+    /// it in this batch, is at least `tau` similar. The results are those
+    /// of one `insert_if_new` call per document, in order (a key already
+    /// taken is its document's [`IndexError::DuplicateKey`], and the batch
+    /// goes on); another error is its document's result and ends the
+    /// batch, leaving later documents untried (and out of the results).
+    /// The documents are signed, and queried against the committed index,
+    /// on every core; what was staged, in this batch or before it, is
+    /// checked one document after another.
+    pub fn insert_batch_if_new<'d, K: AsRef<str> + Sync>(
+        &mut self,
+        documents: impl IntoIterator<Item = (K, Document<'d>, Metadata)>,
+        tau: Threshold,
+    ) -> Vec<Result<InsertIfNew, IndexError>> {
+        use rayon::prelude::*;
+        let documents: Vec<(K, Document<'d>, Metadata)> = documents.into_iter().collect();
+        let signer = &self.index.inner.signer;
+        let searcher = match self.index.searcher() {
+            Ok(searcher) => searcher,
+            Err(e) => return vec![Err(e)],
+        };
+        // What the committed index holds does not change while this
+        // writer stages: every document's stored matches at once.
+        let queried: Vec<_> = documents
+            .par_iter()
+            .map(|(_, document, _)| {
+                let signature = sign_document(signer, *document);
+                let stored = searcher.query(&signature.vector, tau);
+                (signature, stored)
+            })
+            .collect();
+        let mut results = Vec::with_capacity(documents.len());
+        for ((key, _, metadata), (signature, stored)) in documents.into_iter().zip(queried) {
+            let result =
+                stored.and_then(|stored| self.insert_unless_matched(key.as_ref(), &signature, metadata, tau, stored));
+            let ends = matches!(&result, Err(e) if !matches!(e, IndexError::DuplicateKey { .. }));
+            results.push(result);
+            if ends {
+                break;
+            }
+        }
+        results
+    }
+
+    /// The rest of [`Writer::insert_if_new`], given the committed index's
+    /// matches: those this writer deleted are dropped, the staged documents
+    /// are queried, and the document is inserted when nothing matched.
+    fn insert_unless_matched(
+        &mut self,
+        key: &str,
+        signature: &DocumentSignature,
+        metadata: Metadata,
+        tau: Threshold,
+        stored: Vec<Match>,
+    ) -> Result<InsertIfNew, IndexError> {
         // Committed documents, less those this writer deleted, plus those it
         // staged.
-        let searcher = self.index.searcher()?;
-        let mut matches: Vec<Match> = searcher
-            .query(&signature.vector, tau)?
+        let mut matches: Vec<Match> = stored
             .into_iter()
             .filter(|m| !self.newly_deleted.contains(&m.id) && !self.removed_pending.contains(&m.id))
             .collect();
@@ -1228,7 +1286,7 @@ impl Writer<'_> {
             matches.sort_unstable_by_key(|m| m.id);
             return Ok(InsertIfNew::Matches(matches));
         }
-        Ok(InsertIfNew::Inserted(self.insert(key, Document::Signatures(&signature), metadata)?))
+        Ok(InsertIfNew::Inserted(self.insert(key, Document::Signatures(signature), metadata)?))
     }
 
     /// Deletes the document stored under `key`; returns whether there was

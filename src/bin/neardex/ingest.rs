@@ -137,15 +137,23 @@ struct Batch<'a> {
     staged: usize,
     replace: bool,
     skip_similar: Option<(Threshold, Report<'a>)>,
+    /// Under `skip_similar`, the documents not yet given to
+    /// `Writer::insert_batch_if_new`.
+    held: Vec<(String, DocumentSignature, Metadata)>,
     bulk: bool,
     size: usize,
 }
 
+/// Documents given to `Writer::insert_batch_if_new` at once (or a
+/// commit's, when fewer): their queries of the stored documents run on
+/// every core.
+const SIMILAR_BATCH: usize = 1024;
+
 impl<'a> Batch<'a> {
     fn add(
         &mut self,
-        key: &str,
-        signature: &DocumentSignature,
+        key: String,
+        signature: DocumentSignature,
         metadata: Metadata,
         summary: &mut Summary,
     ) -> Result<(), String> {
@@ -153,33 +161,76 @@ impl<'a> Batch<'a> {
             // Stop between documents; the caller commits what was added.
             return Ok(());
         }
+        if self.skip_similar.is_some() {
+            self.held.push((key, signature, metadata));
+            if self.held.len() >= SIMILAR_BATCH.min(self.size) {
+                self.insert_held(summary)?;
+            }
+            return Ok(());
+        }
+        let without_signatures = signature.vector.is_empty();
+        let replace = self.replace;
+        let writer = self.writer()?;
+        let document = Document::Signatures(&signature);
+        let outcome =
+            if replace { writer.replace(&key, document, metadata) } else { writer.insert(&key, document, metadata) };
+        self.count(outcome, without_signatures, summary)?;
+        self.commit_when_full()
+    }
+
+    fn writer(&mut self) -> Result<&mut Writer<'a>, String> {
         if self.writer.is_none() {
             let writer = if self.bulk { self.index.bulk_writer() } else { self.index.writer() };
             self.writer = Some(writer.map_err(|e| e.to_string())?);
         }
-        let writer = self.writer.as_mut().ok_or("no writer")?;
-        let document = Document::Signatures(signature);
-        let without_signatures = signature.vector.is_empty();
-        let outcome = match &mut self.skip_similar {
-            Some((tau, report)) => match writer.insert_if_new(key, document, metadata, *tau) {
+        self.writer.as_mut().ok_or_else(|| "no writer".to_owned())
+    }
+
+    /// Inserts the held documents unless similar to one stored or added
+    /// before, reporting each that is not.
+    fn insert_held(&mut self, summary: &mut Summary) -> Result<(), String> {
+        let Some((tau, _)) = self.skip_similar else { return Ok(()) };
+        let held = std::mem::take(&mut self.held);
+        let documents = held
+            .iter()
+            .map(|(key, signature, metadata)| (key.as_str(), Document::Signatures(signature), metadata.clone()));
+        let results = self.writer()?.insert_batch_if_new(documents, tau);
+        for ((key, signature, _), result) in held.iter().zip(results) {
+            let outcome = match result {
                 Ok(InsertIfNew::Inserted(outcome)) => Ok(outcome),
                 Ok(InsertIfNew::Matches(matches)) => {
-                    let mut similar = Vec::with_capacity(matches.len());
-                    for m in matches {
-                        let info = writer.describe(m.id).map_err(|e| e.to_string())?;
-                        similar.push(json!({
-                            "key": info.map(|i| i.key).unwrap_or_default(),
-                            "similarity": m.overlap.value(),
-                        }));
-                    }
+                    self.report_similar(key, &matches)?;
                     summary.near_duplicates += 1;
-                    return report(json!({ "not_added": key, "similar_to": similar }));
+                    continue;
                 }
                 Err(e) => Err(e),
-            },
-            None if self.replace => writer.replace(key, document, metadata),
-            None => writer.insert(key, document, metadata),
-        };
+            };
+            self.count(outcome, signature.vector.is_empty(), summary)?;
+        }
+        self.commit_when_full()
+    }
+
+    fn report_similar(&mut self, key: &str, matches: &[neardex::oracle::Match]) -> Result<(), String> {
+        let writer = self.writer.as_ref().ok_or("no writer")?;
+        let mut similar = Vec::with_capacity(matches.len());
+        for m in matches {
+            let info = writer.describe(m.id).map_err(|e| e.to_string())?;
+            similar.push(json!({
+                "key": info.map(|i| i.key).unwrap_or_default(),
+                "similarity": m.overlap.value(),
+            }));
+        }
+        let (_, report) = self.skip_similar.as_mut().ok_or("no report")?;
+        report(json!({ "not_added": key, "similar_to": similar }))
+    }
+
+    /// Counts one insert's outcome.
+    fn count(
+        &mut self,
+        outcome: Result<neardex::store::InsertOutcome, IndexError>,
+        without_signatures: bool,
+        summary: &mut Summary,
+    ) -> Result<(), String> {
         match outcome {
             Ok(o) => {
                 summary.added += 1;
@@ -192,13 +243,23 @@ impl<'a> Batch<'a> {
             Err(e) => return Err(e.to_string()),
         }
         self.staged += 1;
+        Ok(())
+    }
+
+    fn commit_when_full(&mut self) -> Result<(), String> {
         if self.staged >= self.size {
-            self.commit()?;
+            self.commit_staged()?;
         }
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<(), String> {
+    /// Inserts what is held, then commits.
+    fn commit(&mut self, summary: &mut Summary) -> Result<(), String> {
+        self.insert_held(summary)?;
+        self.commit_staged()
+    }
+
+    fn commit_staged(&mut self) -> Result<(), String> {
         if let Some(writer) = self.writer.take() {
             writer.commit().map_err(|e| format!("committing: {e}"))?;
         }
@@ -410,6 +471,7 @@ pub fn add<'a>(
             staged: 0,
             replace: options.replace,
             skip_similar: options.skip_similar.map(|tau| (tau, report)),
+            held: Vec::new(),
             bulk: options.bulk,
             size: options.batch.max(1),
         },
@@ -419,7 +481,7 @@ pub fn add<'a>(
     crate::progress::catch_interrupt();
     read_inputs(paths, &options.input, &mut pipeline)?;
     let mut inserter = pipeline.finish()?;
-    inserter.batch.commit()?;
+    inserter.batch.commit(&mut inserter.summary)?;
     let summary = inserter.summary;
     if crate::progress::interrupted() {
         return Err(format!(
@@ -600,7 +662,7 @@ struct Inserter<'a> {
 
 impl Sink for Inserter<'_> {
     fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String> {
-        self.batch.add(&key, &signature, metadata, &mut self.summary)
+        self.batch.add(key, signature, metadata, &mut self.summary)
     }
 
     fn skipped(&mut self, reason: String) {
