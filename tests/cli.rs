@@ -393,6 +393,27 @@ fn compressed_inputs_are_read_as_what_they_hold() {
     for (a, b) in &expected {
         assert!(pairs.iter().any(|(x, y)| (x, y) == (a, b) || (y, x) == (a, b)), "{a} {b} in {pairs:?}");
     }
+    // A .warc.zst as Archive Team writes them (the IIPC's Zstandard
+    // compression for WARC files): a dictionary frame, itself compressed,
+    // then a frame per record, each compressed with the dictionary.
+    let dictionary = warc_record("warcinfo", "<urn:uuid:dict>", &[], "software: a dictionary of WARC headers and HTML");
+    let mut warc_zst = vec![0x5d, 0x2a, 0x4d, 0x18];
+    let packed = zstd::encode_all(dictionary.as_slice(), 3).unwrap();
+    warc_zst.extend((packed.len() as u32).to_le_bytes());
+    warc_zst.extend(&packed);
+    let mut compressor = zstd::bulk::Compressor::with_dictionary(3, &dictionary).unwrap();
+    for (i, text) in texts.iter().enumerate() {
+        let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n{text}");
+        let record = warc_record("response", &format!("<urn:uuid:z{i}>"), &[], response);
+        warc_zst.extend(compressor.compress(&record).unwrap());
+    }
+    let warc_zst_path = dir.path().join("crawl.warc.zst");
+    std::fs::write(&warc_zst_path, &warc_zst).unwrap();
+    let added = &ok(&["add", idx, warc_zst_path.to_str().unwrap()])[0];
+    assert_eq!(
+        (&added["added"], &added["exact_duplicates"], &added["skipped"]),
+        (&Value::from(3), &Value::from(3), &Value::from(0))
+    );
     // Cut short: the lines before the cut, and the break reported.
     let long: String = (0..2000).map(|i| format!("{{\"id\":\"c{i}\",\"text\":\"{} {i}\"}}\n", texts[i % 3])).collect();
     let whole = gzip(long.as_bytes());

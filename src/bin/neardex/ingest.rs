@@ -700,7 +700,8 @@ fn looks_binary(bytes: &[u8]) -> bool {
 }
 
 /// Reads one input into the turn, decompressed as its first bytes say:
-/// zstd (every frame; long-mode windows), or gzip unless it is a WARC file
+/// zstd (every frame; long-mode windows; the dictionary frame that may
+/// start a `.warc.zst` file), or gzip unless it is a WARC file
 /// (whose reader takes gzip member by member, and reports where a stream
 /// breaks). A compressed stream that breaks off or is damaged ends the
 /// input with what was read before it, and is reported as skipped.
@@ -713,8 +714,16 @@ fn read_input(
 ) -> Result<(), String> {
     let head = input.fill_buf().map_err(|e| format!("{name}: {e}"))?;
     let broken = std::rc::Rc::new(std::cell::RefCell::new(None));
-    let (kind, decoder): (&str, Box<dyn Read + '_>) = if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        let mut decoder = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| format!("{name}: {e}"))?;
+    let zstd = head.starts_with(&ZSTD_MAGIC);
+    let dictionary_frame = head.starts_with(&ZSTD_DICTIONARY_MAGIC);
+    let (kind, decoder): (&str, Box<dyn Read + '_>) = if zstd || dictionary_frame {
+        let dictionary = if dictionary_frame {
+            zstd_dictionary(&mut input).map_err(|e| format!("{name}: {e}"))?
+        } else {
+            Vec::new()
+        };
+        let mut decoder =
+            zstd::stream::read::Decoder::with_dictionary(input, &dictionary).map_err(|e| format!("{name}: {e}"))?;
         decoder.window_log_max(31).map_err(|e| format!("{name}: {e}"))?;
         ("zstd", Box::new(decoder))
     } else if head.starts_with(&[0x1f, 0x8b]) && format != Format::Warc {
@@ -728,6 +737,39 @@ fn read_input(
         turn.push(Item::skip(format!("{name}: {kind} stream broken ({e}); the rest of the file is unreadable")))?;
     }
     Ok(())
+}
+
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// A skippable frame of magic 0x184D2A5D: a `.warc.zst` file's dictionary.
+const ZSTD_DICTIONARY_MAGIC: [u8; 4] = [0x5d, 0x2a, 0x4d, 0x18];
+/// The largest dictionary frame read (Archive Team's are a few hundred KB).
+const MAX_ZSTD_DICTIONARY: u32 = 256 << 20;
+
+/// Reads the dictionary frame that starts a `.warc.zst` file (the IIPC's
+/// Zstandard compression for WARC files 1.0): its size, then the
+/// dictionary, itself zstd-compressed when it starts with zstd's magic.
+fn zstd_dictionary(input: &mut impl std::io::BufRead) -> std::io::Result<Vec<u8>> {
+    let mut header = [0; 8];
+    input.read_exact(&mut header)?;
+    let size = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    if size > MAX_ZSTD_DICTIONARY {
+        return Err(std::io::Error::other(format!("a zstd dictionary frame of {size} bytes")));
+    }
+    let mut dictionary = Vec::new();
+    input.take(u64::from(size)).read_to_end(&mut dictionary)?;
+    if dictionary.len() < size as usize {
+        return Err(std::io::Error::other("the zstd dictionary frame is cut short"));
+    }
+    if dictionary.starts_with(&ZSTD_MAGIC) {
+        let mut decoded = Vec::new();
+        let decoder = zstd::stream::read::Decoder::new(dictionary.as_slice())?;
+        decoder.take(u64::from(MAX_ZSTD_DICTIONARY) + 1).read_to_end(&mut decoded)?;
+        if decoded.len() > MAX_ZSTD_DICTIONARY as usize {
+            return Err(std::io::Error::other("a zstd dictionary of more than 256 MiB"));
+        }
+        dictionary = decoded;
+    }
+    Ok(dictionary)
 }
 
 /// A decompressor's reads, its first error kept and turned into the end
