@@ -920,9 +920,7 @@ mod tests {
             let http = parse_http_response(&response(200, &headers, PAGE)).unwrap();
             assert_eq!((http.payload.as_slice(), &http.undecoded), (PAGE, &None), "{coding}");
         }
-        // A body that only starts like a chunk: "cafe" then no line end
-        // after 0xcafe bytes' worth of what is there... is a cut chunk; a
-        // first line that is not hexadecimal is no chunk at all.
+        // A first line that is not a chunk size: no chunks at all.
         let http = parse_http_response(&response(200, &[("Transfer-Encoding", "chunked")], b"hello\r\nworld")).unwrap();
         assert_eq!(http.payload, b"hello\r\nworld");
         // The size line says 3, but no line end follows 3 bytes.

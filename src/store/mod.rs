@@ -1230,6 +1230,9 @@ impl Writer<'_> {
     ) -> Vec<Result<InsertIfNew, IndexError>> {
         use rayon::prelude::*;
         let documents: Vec<(K, Document<'d>, Metadata)> = documents.into_iter().collect();
+        if documents.is_empty() {
+            return Vec::new();
+        }
         let signer = &self.index.inner.signer;
         let searcher = match self.index.searcher() {
             Ok(searcher) => searcher,
