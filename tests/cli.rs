@@ -506,6 +506,15 @@ fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     let pairs = ok(&["pairs", idx, "--threshold", "1"]);
     assert_eq!(pairs.len(), 1);
     assert_eq!((pairs[0]["a"].as_str(), pairs[0]["b"].as_str()), (Some("<urn:uuid:a>"), Some("<urn:uuid:b>")));
+    // Pairs and clusters name the URLs documents were stored with (the
+    // revisit has none of its own here).
+    assert_eq!((pairs[0]["a_url"].as_str(), pairs[0].get("b_url")), (Some("http://a.example/"), None));
+    let clusters = ok(&["clusters", idx, "--threshold", "1"]);
+    assert_eq!(clusters[0]["size"], 2);
+    assert_eq!(clusters[0]["urls"], serde_json::json!(["http://a.example/", null]));
+    let table = neardex(&["pairs", idx, "--threshold", "1", "--format", "table"]);
+    let header = String::from_utf8_lossy(&table.stdout).lines().next().unwrap_or_default().to_owned();
+    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["a", "b", "similarity", "a_url"]);
 }
 
 #[test]

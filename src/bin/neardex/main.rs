@@ -352,10 +352,18 @@ impl Output<'_> {
 
     fn finish(mut self) -> Result<(), String> {
         if self.format == OutputFormat::Table && !self.rows.is_empty() {
-            let columns: Vec<String> = match &self.rows[0] {
-                serde_json::Value::Object(map) => map.keys().cloned().collect(),
-                _ => vec!["value".into()],
-            };
+            // Every field of any row, in the order first met (a URL that
+            // only some documents have is a column all the same).
+            let mut columns: Vec<String> = Vec::new();
+            for row in &self.rows {
+                match row {
+                    serde_json::Value::Object(map) => {
+                        columns.extend(map.keys().filter(|k| !columns.contains(k)).cloned().collect::<Vec<_>>())
+                    }
+                    _ if columns.is_empty() => columns.push("value".into()),
+                    _ => {}
+                }
+            }
             let cell = |row: &serde_json::Value, c: &str| match &row[c] {
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Null => String::new(),
@@ -369,10 +377,10 @@ impl Output<'_> {
                 cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ")
             };
             let header = line(columns.clone());
-            writeln!(self.stdout, "{}", header.trim_end()).map_err(|e| e.to_string())?;
+            quiet_on_broken_pipe(writeln!(self.stdout, "{}", header.trim_end()))?;
             for row in &self.rows {
                 let text = line(columns.iter().map(|c| cell(row, c)).collect());
-                writeln!(self.stdout, "{}", text.trim_end()).map_err(|e| e.to_string())?;
+                quiet_on_broken_pipe(writeln!(self.stdout, "{}", text.trim_end()))?;
             }
         }
         quiet_on_broken_pipe(self.stdout.flush())
@@ -388,12 +396,15 @@ fn quiet_on_broken_pipe(result: io::Result<()>) -> Result<(), String> {
     }
 }
 
-/// The keys of a set of documents, looked up at once
+/// The keys and URLs of a set of documents, looked up at once
 /// (`Searcher::describe_many`): what a whole self-join's output names.
 struct Names {
     /// Ascending, distinct.
     ids: Vec<u64>,
     keys: Vec<String>,
+    /// The URL each was stored with (a WARC record's target URI, a JSON
+    /// line's `url`).
+    urls: Vec<Option<String>>,
 }
 
 impl Names {
@@ -402,12 +413,31 @@ impl Names {
         ids.sort_unstable();
         ids.dedup();
         let infos = searcher.describe_many(&ids).map_err(|e| e.to_string())?;
-        Ok(Names { ids, keys: infos.into_iter().map(|d| d.map(|d| d.key).unwrap_or_default()).collect() })
+        let (keys, urls) =
+            infos.into_iter().map(|d| d.map_or_else(Default::default, |d| (d.key, d.metadata.url))).unzip();
+        Ok(Names { ids, keys, urls })
     }
 
     /// The key of document `id` (empty if it is gone).
     fn key(&self, id: u64) -> &str {
         self.ids.binary_search(&id).map_or("", |i| &self.keys[i])
+    }
+
+    /// The URL document `id` was stored with, if any.
+    fn url(&self, id: u64) -> Option<&str> {
+        self.ids.binary_search(&id).ok().and_then(|i| self.urls[i].as_deref())
+    }
+
+    /// `{"representative", "size", "members"}`, and `"urls"` beside the
+    /// members (null where unknown) when any member has one.
+    fn cluster(&self, members: &[u64]) -> serde_json::Value {
+        let keys: Vec<&str> = members.iter().map(|&id| self.key(id)).collect();
+        let mut line = json!({ "representative": keys[0], "size": keys.len(), "members": keys });
+        let urls: Vec<Option<&str>> = members.iter().map(|&id| self.url(id)).collect();
+        if urls.iter().any(Option::is_some) {
+            line["urls"] = json!(urls);
+        }
+        line
     }
 }
 
@@ -532,7 +562,13 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             let names = Names::of(&searcher, pairs.iter().flat_map(|p| [p.a, p.b]))?;
             for p in pairs {
-                out.emit(json!({ "a": names.key(p.a), "b": names.key(p.b), "similarity": p.overlap.value() }))?;
+                let mut line = json!({ "a": names.key(p.a), "b": names.key(p.b), "similarity": p.overlap.value() });
+                for (field, id) in [("a_url", p.a), ("b_url", p.b)] {
+                    if let Some(url) = names.url(id) {
+                        line[field] = json!(url);
+                    }
+                }
+                out.emit(line)?;
             }
         }
         Command::Clusters { index, threshold: t, .. } => {
@@ -544,8 +580,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             spinner.finish_and_clear();
             let names = Names::of(&searcher, clusters.iter().flat_map(|c| c.members.iter().copied()))?;
             for cluster in clusters {
-                let keys: Vec<&str> = cluster.members.iter().map(|&id| names.key(id)).collect();
-                out.emit(json!({ "representative": keys[0], "members": keys }))?;
+                out.emit(names.cluster(&cluster.members))?;
             }
         }
         Command::Stats { index, .. } => {
@@ -686,9 +721,8 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
     let mut in_clusters = 0;
     let names = Names::of(&searcher, clusters.iter().flat_map(|c| c.members.iter().copied()))?;
     for cluster in &clusters {
-        let keys: Vec<&str> = cluster.members.iter().map(|&id| names.key(id)).collect();
-        in_clusters += keys.len();
-        out.emit(json!({ "representative": keys[0], "size": keys.len(), "members": keys }))?;
+        in_clusters += cluster.members.len();
+        out.emit(names.cluster(&cluster.members))?;
     }
     eprintln!(
         "demo: {} SpamAssassin messages indexed in {:.0} ms; {} clusters of near-duplicates (τ = {tau}) \
