@@ -484,6 +484,50 @@ fn a_directory_walk_survives_symbolic_link_loops_and_dangling_links() {
     fails(&["add", idx, tree.join("gone.txt").to_str().unwrap()], 1, "No such file or directory");
 }
 
+/// An output that fails (a full disk) ends the command at once, even while
+/// its input, still open, has nothing more to give.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failing_output_ends_the_command_while_the_input_stays_open() {
+    use std::io::Write;
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx]);
+    let text = "The ferry to the island was late again today, and the harbour master said so.";
+    let page = dir.path().join("page.txt");
+    std::fs::write(&page, text).unwrap();
+    ok(&["add", idx, page.to_str().unwrap()]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardex"))
+        .args(["query", idx, "--input-format", "jsonl", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // More than a turn of lines, so that matches are written; then the
+    // input stays open.
+    let mut stdin = child.stdin.take().unwrap();
+    for i in 0..1200 {
+        writeln!(stdin, "{{\"id\":\"{i}\",\"text\":\"{text}\"}}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let status = status.expect("neardex still running 20 s after its output failed");
+    assert_eq!(status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("No space left on device"));
+}
+
 #[test]
 fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     let (dir, idx) = index_dir();

@@ -27,6 +27,7 @@ pub enum Format {
 }
 
 /// How inputs are read.
+#[derive(Clone)]
 pub struct InputOptions {
     pub format: Format,
     /// JSON Lines field holding the key; `None` keys each line by its
@@ -356,18 +357,20 @@ pub fn read_inputs<S: Sink>(
     // One turn waits in the channel while the reader fills the next:
     // at most three turns' bytes are read and not yet signed.
     let (sender, turns) = std::sync::mpsc::sync_channel(1);
-    std::thread::scope(|scope| {
-        let reader = scope.spawn(move || {
+    let (paths, options) = (paths.to_vec(), options.clone());
+    let reader = std::thread::Builder::new()
+        .name("reader".into())
+        .spawn(move || {
             let mut turn = Turn { sender, items: Vec::new(), bytes: 0 };
-            read_all(paths, options, &mut turn)?;
+            read_all(&paths, &options, &mut turn)?;
             turn.send()
-        });
-        let taken = turns.iter().try_for_each(|items| pipeline.turn(items));
-        // A reader still reading stops at its next send.
-        drop(turns);
-        let read = reader.join().map_err(|_| "the reading thread panicked".to_owned())?;
-        taken.and(read)
-    })
+        })
+        .map_err(|e| format!("starting the reading thread: {e}"))?;
+    // The sink's error ends the command at once: a reader still reading
+    // stops at its next send, or, waiting on an input that has nothing to
+    // give (a terminal, a pipe kept open), goes with the process.
+    turns.iter().try_for_each(|items| pipeline.turn(items))?;
+    reader.join().map_err(|_| "the reading thread panicked".to_owned())?
 }
 
 fn read_all(paths: &[PathBuf], options: &InputOptions, turn: &mut Turn) -> Result<(), String> {
