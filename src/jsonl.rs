@@ -42,20 +42,30 @@ pub fn read_jsonl<'a>(
 /// many gigabytes reads in the memory of its longest line. An error of
 /// the reader ends the iteration with that error.
 pub fn read_jsonl_from<'a>(
-    mut reader: impl std::io::BufRead + 'a,
+    reader: impl std::io::BufRead + 'a,
     key_field: &'a str,
     text_field: &'a str,
 ) -> impl Iterator<Item = std::io::Result<Result<JsonlRecord, JsonlProblem>>> + 'a {
+    read_jsonl_lines_from(reader, key_field, text_field).map(|item| item.map(|(_, record)| record))
+}
+
+/// [`read_jsonl_from`], each record or problem with the bytes of its line
+/// as read (without the line break): what a filter writes back out for
+/// the records it keeps, whatever other fields they hold.
+pub fn read_jsonl_lines_from<'a>(
+    mut reader: impl std::io::BufRead + 'a,
+    key_field: &'a str,
+    text_field: &'a str,
+) -> impl Iterator<Item = std::io::Result<(Vec<u8>, Result<JsonlRecord, JsonlProblem>)>> + 'a {
     // A line break is never inside a UTF-8 sequence, so decoding each line
     // is decoding the whole.
-    let mut raw = Vec::new();
     let mut line = 0;
     let mut failed = false;
     std::iter::from_fn(move || loop {
-        raw.clear();
         if failed {
             return None;
         }
+        let mut raw = Vec::new();
         match reader.read_until(b'\n', &mut raw) {
             Ok(0) => return None,
             Ok(_) => {}
@@ -66,10 +76,14 @@ pub fn read_jsonl_from<'a>(
             }
         }
         line += 1;
-        let body = crate::text::utf8_lossy(raw.strip_suffix(b"\n").unwrap_or(&raw));
+        if raw.last() == Some(&b'\n') {
+            raw.pop();
+        }
+        let body = crate::text::utf8_lossy(&raw);
         let body = body.strip_suffix('\r').unwrap_or(&body);
         if !body.trim().is_empty() {
-            return Some(Ok(parse_line(line, body, key_field, text_field)));
+            let record = parse_line(line, body, key_field, text_field);
+            return Some(Ok((raw, record)));
         }
     })
 }
@@ -112,6 +126,11 @@ mod tests {
         // Without a key field, each record is keyed by its line.
         let keys: Vec<String> = read_jsonl(data, "", "text").filter_map(Result::ok).map(|r| r.key).collect();
         assert_eq!(keys, ["1", "4", "6"]);
+        // With their lines as read.
+        let lines: Vec<Vec<u8>> = read_jsonl_lines_from(data, "id", "text").map(|item| item.unwrap().0).collect();
+        assert_eq!(lines[0], b"{\"id\": 1, \"text\": \"a\"}\r");
+        assert_eq!(lines[2], b"not json\r");
+        assert_eq!(lines[3], b"{\"id\": 3, \"text\": \"last\"}");
         // Through a reader whose buffer holds three bytes: lines longer
         // than it read whole.
         let streamed: Vec<_> =

@@ -657,6 +657,13 @@ fn query_reads_warc_records_json_lines_and_directories_as_add_does() {
     fails(&["query", idx, empty.to_str().unwrap()], 1, "held no document");
 }
 
+/// A text file in `dir`, for commands that must refuse it.
+fn page_path(dir: &tempfile::TempDir) -> String {
+    let path = dir.path().join("page.txt");
+    std::fs::write(&path, "The ferry to the island was late again today.").unwrap();
+    path.to_string_lossy().into_owned()
+}
+
 #[test]
 fn add_skip_similar_keeps_what_brute_force_keeps() {
     // 400 texts over a small vocabulary (many pairs reach τ), in commits of
@@ -675,15 +682,18 @@ fn add_skip_similar_keeps_what_brute_force_keeps() {
                 format!("w{}", state % 14)
             })
             .collect();
-        lines.push_str(&format!("{{\"id\": \"k{i}\", \"text\": \"{}\"}}\n", words.join(" ")));
+        // Fields neardex does not read, which --kept writes back as read.
+        lines.push_str(&format!("{{\"id\": \"k{i}\", \"text\": \"{}\", \"meta\": {{\"n\": {i}}}}}\n", words.join(" ")));
     }
     let jsonl = dir.path().join("docs.jsonl");
-    std::fs::write(&jsonl, lines).unwrap();
+    std::fs::write(&jsonl, &lines).unwrap();
     let jsonl = jsonl.to_str().unwrap();
     for path in [idx, all] {
         ok(&["create", path, "--scheme", "words:1", "--similarity", "set"]);
     }
-    let out = ok(&["add", idx, jsonl, "--batch", "50", "--skip-similar", "0.6"]);
+    let kept_file = dir.path().join("deduplicated.jsonl.zst");
+    let kept_path = kept_file.to_str().unwrap();
+    let out = ok(&["add", idx, jsonl, "--batch", "50", "--skip-similar", "0.6", "--kept", kept_path]);
     let (summary, refused) = out.split_last().unwrap();
     // Brute force: every pair, then in input order a text is kept unless
     // it reaches τ with a text kept before it.
@@ -729,6 +739,11 @@ fn add_skip_similar_keeps_what_brute_force_keeps() {
     assert_eq!(ok(&["stats", idx])[0]["documents"].as_u64(), Some(kept_count));
     // What was kept has no pair at τ left.
     assert!(ok(&["pairs", idx, "--threshold", "0.6"]).is_empty());
+    // --kept wrote the kept documents' lines, byte for byte, in order.
+    let written = zstd::decode_all(std::fs::File::open(&kept_file).unwrap()).unwrap();
+    let expected_lines: String = lines.lines().zip(&kept).filter(|(_, &k)| k).map(|(l, _)| format!("{l}\n")).collect();
+    assert_eq!(String::from_utf8(written).unwrap(), expected_lines);
+    fails(&["add", idx, &page_path(&dir), "--kept", kept_path], 1, "is not a JSON line");
     fails(&["add", idx, jsonl, "--skip-similar", "1.5"], 1, "--skip-similar");
     fails(&["add", idx, jsonl, "--skip-similar", "0.5", "--replace"], 2, "cannot be used with");
 }

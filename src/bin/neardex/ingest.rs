@@ -35,6 +35,9 @@ pub struct InputOptions {
     pub key_field: Option<String>,
     /// JSON Lines field holding the text.
     pub text_field: String,
+    /// Keep each JSON line's bytes, as read, with its document (for
+    /// `add --kept`).
+    pub keep_lines: bool,
 }
 
 pub struct AddOptions {
@@ -47,6 +50,8 @@ pub struct AddOptions {
     pub bulk: bool,
     /// Documents per commit.
     pub batch: usize,
+    /// Where the JSON lines of the documents added are written, as read.
+    pub kept: Option<PathBuf>,
 }
 
 #[derive(Default)]
@@ -140,7 +145,9 @@ struct Batch<'a> {
     skip_similar: Option<(Threshold, Report<'a>)>,
     /// Under `skip_similar`, the documents not yet given to
     /// `Writer::insert_batch_if_new`.
-    held: Vec<(String, DocumentSignature, Metadata)>,
+    held: Vec<Signed>,
+    /// Where the lines of the documents added go (`add --kept`).
+    kept: Option<Kept>,
     bulk: bool,
     size: usize,
 }
@@ -150,32 +157,37 @@ struct Batch<'a> {
 /// every core.
 const SIMILAR_BATCH: usize = 1024;
 
+/// A document of the inputs, signed, as the pipeline hands it to a sink.
+pub struct Signed {
+    /// A file's path, a WARC record's id, a JSON line's key field.
+    pub key: String,
+    pub signature: DocumentSignature,
+    pub metadata: Metadata,
+    /// The JSON line the document was read from, as read, when
+    /// `InputOptions::keep_lines` asked for it.
+    pub line: Option<Vec<u8>>,
+}
+
 impl<'a> Batch<'a> {
-    fn add(
-        &mut self,
-        key: String,
-        signature: DocumentSignature,
-        metadata: Metadata,
-        summary: &mut Summary,
-    ) -> Result<(), String> {
+    fn add(&mut self, document: Signed, summary: &mut Summary) -> Result<(), String> {
         if crate::progress::interrupted() {
             // Stop between documents; the caller commits what was added.
             return Ok(());
         }
         if self.skip_similar.is_some() {
-            self.held.push((key, signature, metadata));
+            self.held.push(document);
             if self.held.len() >= SIMILAR_BATCH.min(self.size) {
                 self.insert_held(summary)?;
             }
             return Ok(());
         }
-        let without_signatures = signature.vector.is_empty();
+        let Signed { key, signature, metadata, line } = document;
         let replace = self.replace;
         let writer = self.writer()?;
-        let document = Document::Signatures(&signature);
+        let as_signed = Document::Signatures(&signature);
         let outcome =
-            if replace { writer.replace(&key, document, metadata) } else { writer.insert(&key, document, metadata) };
-        self.count(outcome, without_signatures, summary)?;
+            if replace { writer.replace(&key, as_signed, metadata) } else { writer.insert(&key, as_signed, metadata) };
+        self.count(outcome, &signature, line, summary)?;
         self.commit_when_full()
     }
 
@@ -192,21 +204,19 @@ impl<'a> Batch<'a> {
     fn insert_held(&mut self, summary: &mut Summary) -> Result<(), String> {
         let Some((tau, _)) = self.skip_similar else { return Ok(()) };
         let held = std::mem::take(&mut self.held);
-        let documents = held
-            .iter()
-            .map(|(key, signature, metadata)| (key.as_str(), Document::Signatures(signature), metadata.clone()));
+        let documents = held.iter().map(|h| (h.key.as_str(), Document::Signatures(&h.signature), h.metadata.clone()));
         let results = self.writer()?.insert_batch_if_new(documents, tau);
-        for ((key, signature, _), result) in held.iter().zip(results) {
+        for (document, result) in held.into_iter().zip(results) {
             let outcome = match result {
                 Ok(InsertIfNew::Inserted(outcome)) => Ok(outcome),
                 Ok(InsertIfNew::Matches(matches)) => {
-                    self.report_similar(key, &matches)?;
+                    self.report_similar(&document.key, &matches)?;
                     summary.near_duplicates += 1;
                     continue;
                 }
                 Err(e) => Err(e),
             };
-            self.count(outcome, signature.vector.is_empty(), summary)?;
+            self.count(outcome, &document.signature, document.line, summary)?;
         }
         self.commit_when_full()
     }
@@ -225,18 +235,23 @@ impl<'a> Batch<'a> {
         report(json!({ "not_added": key, "similar_to": similar }))
     }
 
-    /// Counts one insert's outcome.
+    /// Counts one insert's outcome, and writes an added document's line
+    /// out under `--kept`.
     fn count(
         &mut self,
         outcome: Result<neardex::store::InsertOutcome, IndexError>,
-        without_signatures: bool,
+        signature: &DocumentSignature,
+        line: Option<Vec<u8>>,
         summary: &mut Summary,
     ) -> Result<(), String> {
         match outcome {
             Ok(o) => {
                 summary.added += 1;
                 summary.exact_duplicates += u64::from(o.exact_duplicate_of.is_some());
-                summary.unsigned.without_signatures += u64::from(without_signatures);
+                summary.unsigned.without_signatures += u64::from(signature.vector.is_empty());
+                if let (Some(kept), Some(line)) = (&mut self.kept, line) {
+                    kept.write_line(&line)?;
+                }
             }
             Err(IndexError::DuplicateKey { key }) => {
                 summary.skip(&format!("{key}: key already in the index (use --replace)"));
@@ -266,6 +281,83 @@ impl<'a> Batch<'a> {
         }
         self.staged = 0;
         Ok(())
+    }
+}
+
+/// The file `add --kept` writes: plain, or compressed by its name's
+/// `.gz` or `.zst` suffix, on a thread of its own (compressing on the
+/// inserting thread cost a third of `add --skip-similar`'s time) that
+/// takes the lines a mebibyte at a time.
+struct Kept {
+    lines: Vec<u8>,
+    sender: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Kept {
+    fn create(path: &Path) -> Result<Kept, String> {
+        use std::io::Write;
+        /// Writes every chunk that comes, then hands the writer back.
+        fn pump<W: Write>(chunks: std::sync::mpsc::Receiver<Vec<u8>>, mut out: W) -> std::io::Result<W> {
+            for chunk in chunks {
+                out.write_all(&chunk)?;
+            }
+            Ok(out)
+        }
+        let failed = |e: std::io::Error| format!("--kept {}: {e}", path.display());
+        let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(failed)?);
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        let (gzip, zstd) = (name.ends_with(".gz"), name.ends_with(".zst") || name.ends_with(".zstd"));
+        let (sender, chunks) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        let writer = std::thread::Builder::new()
+            .name("kept".into())
+            .spawn(move || {
+                // A compressed stream is ended, then the file written out,
+                // also when the sender goes without `finish` (an error).
+                let mut file = if gzip {
+                    pump(chunks, flate2::write::GzEncoder::new(file, flate2::Compression::default()))?.finish()?
+                } else if zstd {
+                    pump(chunks, zstd::stream::write::Encoder::new(file, 3)?)?.finish()?
+                } else {
+                    pump(chunks, file)?
+                };
+                file.flush()
+            })
+            .map_err(failed)?;
+        Ok(Kept { lines: Vec::with_capacity(1 << 20), sender: Some(sender), writer: Some(writer) })
+    }
+
+    fn write_line(&mut self, line: &[u8]) -> Result<(), String> {
+        self.lines.extend_from_slice(line);
+        self.lines.push(b'\n');
+        if self.lines.len() >= 1 << 20 {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> Result<(), String> {
+        let chunk = std::mem::replace(&mut self.lines, Vec::with_capacity(1 << 20));
+        let sent = self.sender.as_ref().is_some_and(|s| s.send(chunk).is_ok());
+        if sent {
+            Ok(())
+        } else {
+            // The writing thread stopped: its error says why.
+            self.finish()
+        }
+    }
+
+    /// Writes what is left and waits for the file to be written.
+    fn finish(&mut self) -> Result<(), String> {
+        if let Some(sender) = self.sender.take() {
+            let chunk = std::mem::take(&mut self.lines);
+            let _ = sender.send(chunk);
+        }
+        match self.writer.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(Ok(()))) | None => Ok(()),
+            Some(Ok(Err(e))) => Err(format!("--kept: {e}")),
+            Some(Err(_)) => Err("--kept: the writing thread panicked".to_owned()),
+        }
     }
 }
 
@@ -324,9 +416,8 @@ fn walk(
 
 /// What takes the documents of the inputs, signed, in input order.
 pub trait Sink {
-    /// A document: its key (a file's path, a WARC record's id, a JSON
-    /// line's key field), metadata and signature.
-    fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String>;
+    /// A document, signed.
+    fn document(&mut self, document: Signed) -> Result<(), String>;
     /// Something in the input that is not a document, and why.
     fn skipped(&mut self, reason: String);
     /// A WARC record that is not a page (by its HTTP status, an encoding
@@ -475,6 +566,7 @@ pub fn add<'a>(
             replace: options.replace,
             skip_similar: options.skip_similar.map(|tau| (tau, report)),
             held: Vec::new(),
+            kept: options.kept.as_deref().map(Kept::create).transpose()?,
             bulk: options.bulk,
             size: options.batch.max(1),
         },
@@ -485,6 +577,9 @@ pub fn add<'a>(
     read_inputs(paths, &options.input, &mut pipeline)?;
     let mut inserter = pipeline.finish()?;
     inserter.batch.commit(&mut inserter.summary)?;
+    if let Some(mut kept) = inserter.batch.kept.take() {
+        kept.finish()?;
+    }
     let summary = inserter.summary;
     if crate::progress::interrupted() {
         return Err(format!(
@@ -537,11 +632,13 @@ struct Item {
     key: String,
     metadata: Metadata,
     work: Work,
+    /// The JSON line the item was read from, when lines are kept.
+    line: Option<Vec<u8>>,
 }
 
 impl Item {
     fn skip(reason: String) -> Item {
-        Item { key: String::new(), metadata: Metadata::default(), work: Work::Skip(reason) }
+        Item { key: String::new(), metadata: Metadata::default(), work: Work::Skip(reason), line: None }
     }
 
     /// Signs a document; everything else passes through.
@@ -616,7 +713,7 @@ impl<S: Sink> Pipeline<S> {
 /// target (from `seen`, the current file's records, or the sink's stored
 /// documents).
 fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, item: Item) -> Result<(), String> {
-    let Item { key, metadata, work } = item;
+    let Item { key, metadata, work, line } = item;
     let signature = match work {
         Work::Signed(signature) => signature,
         Work::Revisit { target, at } => {
@@ -654,7 +751,7 @@ fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, 
     if metadata.warc_record_id.is_some() {
         seen.insert(key.clone(), signature.clone());
     }
-    sink.document(key, metadata, signature)
+    sink.document(Signed { key, signature, metadata, line })
 }
 
 /// The inserting side of `neardex add`: the batch and the summary.
@@ -664,8 +761,12 @@ struct Inserter<'a> {
 }
 
 impl Sink for Inserter<'_> {
-    fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String> {
-        self.batch.add(key, signature, metadata, &mut self.summary)
+    fn document(&mut self, document: Signed) -> Result<(), String> {
+        if self.batch.kept.is_some() && document.line.is_none() {
+            let key = &document.key;
+            return Err(format!("--kept writes the JSON lines of the documents added, and {key} is not a JSON line"));
+        }
+        self.batch.add(document, &mut self.summary)
     }
 
     fn skipped(&mut self, reason: String) {
@@ -811,7 +912,7 @@ fn read_documents(
         let mut bytes = Vec::new();
         input.read_to_end(&mut bytes).map(|_| bytes).map_err(|e| format!("{name}: {e}"))
     };
-    let document = |work| Item { key: name.to_owned(), metadata: Metadata::default(), work };
+    let document = |work| Item { key: name.to_owned(), metadata: Metadata::default(), work, line: None };
     match format {
         Format::Auto | Format::Text | Format::Html => {
             let bytes = whole()?;
@@ -827,20 +928,22 @@ fn read_documents(
         Format::Jsonl => read_jsonl(name, input, options, turn)?,
         Format::Warc => read_warc(name, input, turn)?,
     }
-    turn.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile })
+    turn.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile, line: None })
 }
 
 fn read_jsonl(name: &str, input: impl std::io::BufRead, options: &InputOptions, turn: &mut Turn) -> Result<(), String> {
     let key_field = options.key_field.as_deref().unwrap_or("");
-    for record in neardex::jsonl::read_jsonl_from(input, key_field, &options.text_field) {
+    for read in neardex::jsonl::read_jsonl_lines_from(input, key_field, &options.text_field) {
         if crate::progress::interrupted() {
             break;
         }
-        let item = match record.map_err(|e| format!("{name}: {e}"))? {
+        let (line, record) = read.map_err(|e| format!("{name}: {e}"))?;
+        let item = match record {
             Ok(record) => Item {
                 key: if key_field.is_empty() { format!("{name}:{}", record.line) } else { record.key },
                 metadata: Metadata { url: record.url, ..Metadata::default() },
                 work: Work::Text(record.text),
+                line: options.keep_lines.then_some(line),
             },
             Err(problem) => Item::skip(format!("{name}:{}: {}", problem.line, problem.reason)),
         };
@@ -900,7 +1003,7 @@ fn read_warc(name: &str, input: impl std::io::BufRead, turn: &mut Turn) -> Resul
             "revisit" => Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), at },
             _ => continue, // request, metadata, warcinfo
         };
-        turn.push(Item { key: id, metadata, work })?;
+        turn.push(Item { key: id, metadata, work, line: None })?;
     }
     Ok(())
 }
@@ -922,7 +1025,7 @@ mod tests {
     }
 
     impl Sink for Taker {
-        fn document(&mut self, key: String, _: Metadata, _: DocumentSignature) -> Result<(), String> {
+        fn document(&mut self, Signed { key, .. }: Signed) -> Result<(), String> {
             if Some(self.keys.len()) == self.fail_at {
                 return Err("the sink failed".to_owned());
             }
@@ -937,7 +1040,12 @@ mod tests {
     }
 
     fn take(paths: &[PathBuf], fail_at: Option<usize>) -> Result<Vec<String>, String> {
-        let options = InputOptions { format: Format::Auto, key_field: Some("id".into()), text_field: "text".into() };
+        let options = InputOptions {
+            format: Format::Auto,
+            key_field: Some("id".into()),
+            text_field: "text".into(),
+            keep_lines: false,
+        };
         let signer = Signer::new(neardex::SignatureConfig::default()).unwrap();
         let mut pipeline = Pipeline::new(signer, Taker { keys: Vec::new(), fail_at });
         read_inputs(paths, &options, &mut pipeline)?;

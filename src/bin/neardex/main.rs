@@ -60,7 +60,7 @@ struct JsonlArgs {
 impl JsonlArgs {
     fn input(self, format: ingest::Format) -> ingest::InputOptions {
         let key_field = (!self.line_keys).then_some(self.key_field);
-        ingest::InputOptions { format, key_field, text_field: self.text_field }
+        ingest::InputOptions { format, key_field, text_field: self.text_field, keep_lines: false }
     }
 }
 
@@ -152,6 +152,12 @@ enum Command {
         /// Documents per durable commit [default: 1000, with --bulk 50000].
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         batch: Option<u64>,
+        /// Write the JSON line of each document added, as it was read, to
+        /// this file (gzip or zstd compressed when it ends in .gz or .zst):
+        /// with --skip-similar, the deduplicated corpus. JSON Lines inputs
+        /// only.
+        #[arg(long, value_name = "FILE")]
+        kept: Option<PathBuf>,
     },
     /// Query with documents or a stored key: one line per query document.
     ///
@@ -485,7 +491,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             out.emit(created)?;
         }
-        Command::Add { index, paths, input_format, jsonl, replace, skip_similar, bulk, batch } => {
+        Command::Add { index, paths, input_format, jsonl, replace, skip_similar, bulk, batch, kept } => {
             let skip_similar =
                 skip_similar.map(|t| Threshold::new(t).map_err(|e| format!("--skip-similar: {e}"))).transpose()?;
             let index = open(&index)?;
@@ -494,7 +500,8 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 None if bulk => ingest::BULK_BATCH,
                 None => ingest::BATCH,
             };
-            let options = ingest::AddOptions { input: jsonl.input(input_format), replace, skip_similar, bulk, batch };
+            let input = ingest::InputOptions { keep_lines: kept.is_some(), ..jsonl.input(input_format) };
+            let options = ingest::AddOptions { input, replace, skip_similar, bulk, batch, kept };
             let summary = ingest::add(&index, &paths, &options, &mut |line| out.emit(line))?;
             out.emit(json!({
                 "added": summary.added,
@@ -705,12 +712,14 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
             format: ingest::Format::Jsonl,
             key_field: Some("id".into()),
             text_field: "text".into(),
+            keep_lines: false,
         },
         replace: false,
         skip_similar: None,
         // One load of an archive: straight to a segment.
         bulk: true,
         batch: ingest::BULK_BATCH,
+        kept: None,
     };
     let summary = ingest::add(&index, &[jsonl], &options, &mut |_| Ok(()))?;
     let indexed = started.elapsed();

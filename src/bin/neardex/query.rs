@@ -2,7 +2,7 @@
 //! directories, standard input, WARC records or JSON lines, signed on every
 //! core while this thread queries (`ingest::Pipeline`).
 
-use neardex::store::{Metadata, Searcher};
+use neardex::store::Searcher;
 use neardex::{DocumentSignature, Threshold};
 use serde_json::json;
 
@@ -117,7 +117,8 @@ impl<'s, E: FnMut(serde_json::Value) -> Result<(), String>> Queries<'s, E> {
 }
 
 impl<E: FnMut(serde_json::Value) -> Result<(), String>> crate::ingest::Sink for Queries<'_, E> {
-    fn document(&mut self, key: String, metadata: Metadata, signature: DocumentSignature) -> Result<(), String> {
+    fn document(&mut self, document: crate::ingest::Signed) -> Result<(), String> {
+        let crate::ingest::Signed { key, signature, metadata, .. } = document;
         self.unsigned.without_signatures += u64::from(signature.vector.is_empty());
         self.held.push((key, metadata.url, signature));
         if self.held.len() >= QUERY_BATCH {
