@@ -285,9 +285,9 @@ impl<'a> Batch<'a> {
 }
 
 /// The file `add --kept` writes: plain, or compressed by its name's
-/// `.gz` or `.zst` suffix, on a thread of its own (compressing on the
-/// inserting thread cost a third of `add --skip-similar`'s time) that
-/// takes the lines a mebibyte at a time.
+/// `.gz` or `.zst` suffix, on a thread of its own (compressing with zstd
+/// on the inserting thread added a third to `add --skip-similar`'s time)
+/// that takes the lines a mebibyte at a time.
 struct Kept {
     lines: Vec<u8>,
     sender: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
