@@ -683,7 +683,10 @@ fn add_skip_similar_keeps_what_brute_force_keeps() {
             })
             .collect();
         // Fields neardex does not read, which --kept writes back as read.
-        lines.push_str(&format!("{{\"id\": \"k{i}\", \"text\": \"{}\", \"meta\": {{\"n\": {i}}}}}\n", words.join(" ")));
+        lines.push_str(&format!(
+            "{{\"id\": \"k{i}\", \"text\": \"{}\", \"url\": \"https://example.com/k{i}\", \"meta\": {{\"n\": {i}}}}}\n",
+            words.join(" ")
+        ));
     }
     let jsonl = dir.path().join("docs.jsonl");
     std::fs::write(&jsonl, &lines).unwrap();
@@ -731,6 +734,13 @@ fn add_skip_similar_keeps_what_brute_force_keeps() {
         expected.len()
     );
     assert_eq!(found, expected);
+    // Each line names the URLs the documents came with.
+    for r in refused {
+        assert_eq!(r["url"].as_str().unwrap(), format!("https://example.com/{}", r["not_added"].as_str().unwrap()));
+        for m in r["similar_to"].as_array().unwrap() {
+            assert_eq!(m["url"].as_str().unwrap(), format!("https://example.com/{}", m["key"].as_str().unwrap()));
+        }
+    }
     let kept_count = kept.iter().filter(|&&k| k).count() as u64;
     assert_eq!(
         (summary["added"].as_u64(), summary["near_duplicates"].as_u64()),

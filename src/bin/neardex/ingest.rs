@@ -133,8 +133,8 @@ impl Unsigned {
 }
 
 /// Where `add` reports each document it did not add for being similar to
-/// one stored or added before: `{"not_added": key, "similar_to": [{"key",
-/// "similarity"}]}`.
+/// one stored or added before: `{"not_added": key, "url", "similar_to":
+/// [{"key", "url", "similarity"}]}` (`url` where known).
 pub type Report<'r> = &'r mut dyn FnMut(serde_json::Value) -> Result<(), String>;
 
 struct Batch<'a> {
@@ -210,7 +210,7 @@ impl<'a> Batch<'a> {
             let outcome = match result {
                 Ok(InsertIfNew::Inserted(outcome)) => Ok(outcome),
                 Ok(InsertIfNew::Matches(matches)) => {
-                    self.report_similar(&document.key, &matches)?;
+                    self.report_similar(&document, &matches)?;
                     summary.near_duplicates += 1;
                     continue;
                 }
@@ -221,18 +221,22 @@ impl<'a> Batch<'a> {
         self.commit_when_full()
     }
 
-    fn report_similar(&mut self, key: &str, matches: &[neardex::oracle::Match]) -> Result<(), String> {
+    /// `{"not_added": key, "url", "similar_to": [{"key", "url",
+    /// "similarity"}]}`, each `url` where the document has one.
+    fn report_similar(&mut self, document: &Signed, matches: &[neardex::oracle::Match]) -> Result<(), String> {
         let writer = self.writer.as_ref().ok_or("no writer")?;
         let mut similar = Vec::with_capacity(matches.len());
         for m in matches {
-            let info = writer.describe(m.id).map_err(|e| e.to_string())?;
-            similar.push(json!({
-                "key": info.map(|i| i.key).unwrap_or_default(),
-                "similarity": m.overlap.value(),
-            }));
+            let (key, url) = match writer.describe(m.id).map_err(|e| e.to_string())? {
+                Some(info) => (info.key, info.metadata.url),
+                None => Default::default(),
+            };
+            similar.push(crate::query::similar(&key, url.as_deref(), m.overlap.value()));
         }
+        let mut line = crate::query::named("not_added", &document.key, document.metadata.url.as_deref());
+        line["similar_to"] = json!(similar);
         let (_, report) = self.skip_similar.as_mut().ok_or("no report")?;
-        report(json!({ "not_added": key, "similar_to": similar }))
+        report(line)
     }
 
     /// Counts one insert's outcome, and writes an added document's line

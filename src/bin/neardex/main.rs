@@ -141,7 +141,7 @@ enum Command {
         replace: bool,
         /// Add a document only if no stored or earlier added one is at least
         /// this similar; each one not added is a line on standard output
-        /// ({"not_added": key, "similar_to": [...]}) before the summary.
+        /// ({"not_added": key, "url", "similar_to": [...]}) before the summary.
         #[arg(long, value_name = "THRESHOLD", conflicts_with = "replace")]
         skip_similar: Option<f64>,
         /// Load in bulk: each commit writes its documents straight to a

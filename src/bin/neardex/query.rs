@@ -53,15 +53,21 @@ pub fn matches(
         if own_key == Some(key.as_str()) {
             continue; // a stored document is not its own near-duplicate
         }
-        let mut found = named("key", &key, url.as_deref());
-        found["similarity"] = json!(m.overlap.value());
-        list.push(found);
+        list.push(similar(&key, url.as_deref(), m.overlap.value()));
     }
     Ok(list)
 }
 
+/// A match: `{"key", "url", "similarity"}`, without `url` when there is
+/// none.
+pub fn similar(key: &str, url: Option<&str>, similarity: f64) -> serde_json::Value {
+    let mut value = named("key", key, url);
+    value["similarity"] = json!(similarity);
+    value
+}
+
 /// `{field: key, "url": url}`, without `url` when there is none.
-fn named(field: &str, key: &str, url: Option<&str>) -> serde_json::Value {
+pub fn named(field: &str, key: &str, url: Option<&str>) -> serde_json::Value {
     let mut value = json!({ field: key });
     if let Some(url) = url {
         value["url"] = json!(url);
