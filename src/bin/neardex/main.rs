@@ -122,8 +122,9 @@ enum Command {
     },
     /// Add files, directories (recursively) or - (standard input).
     ///
-    /// Keys: a file's path; a WARC record's WARC-Record-ID; a JSON line's key field.
-    /// Example: neardex add crawl.ndx pages/ archive.warc.gz
+    /// Keys: a file's path; a WARC record's WARC-Record-ID; a JSON line's key field (or FILE:LINE with
+    /// --line-keys). Example: neardex add crawl.ndx pages/ archive.warc.gz Example: neardex add corpus.ndx
+    /// pile.jsonl.zst --line-keys --skip-similar 0.8 --kept deduplicated.jsonl.zst
     Add {
         /// The index directory.
         index: PathBuf,
