@@ -754,6 +754,11 @@ fn add_skip_similar_keeps_what_brute_force_keeps() {
     let expected_lines: String = lines.lines().zip(&kept).filter(|(_, &k)| k).map(|(l, _)| format!("{l}\n")).collect();
     assert_eq!(String::from_utf8(written).unwrap(), expected_lines);
     fails(&["add", idx, &page_path(&dir), "--kept", kept_path], 1, "is not a JSON line");
+    // The file --kept writes must not be an input, nor lie under one.
+    fails(&["add", idx, jsonl, "--kept", jsonl], 1, "is among the inputs");
+    let inside = dir.path().join("out.jsonl");
+    fails(&["add", idx, dir.path().to_str().unwrap(), "--kept", inside.to_str().unwrap()], 1, "is among the inputs");
+    assert_eq!(std::fs::read_to_string(jsonl).unwrap(), lines, "the input is untouched");
     fails(&["add", idx, jsonl, "--skip-similar", "1.5"], 1, "--skip-similar");
     fails(&["add", idx, jsonl, "--skip-similar", "0.5", "--replace"], 2, "cannot be used with");
 }

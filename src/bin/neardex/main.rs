@@ -448,6 +448,15 @@ impl Names {
     }
 }
 
+/// Whether `file` (which may not exist yet) is one of `paths` or lies
+/// under one of them.
+fn among(file: &Path, paths: &[PathBuf]) -> bool {
+    let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let (Ok(dir), Some(name)) = (parent.canonicalize(), file.file_name()) else { return false };
+    let file = dir.join(name);
+    paths.iter().filter(|p| p.as_os_str() != "-").filter_map(|p| p.canonicalize().ok()).any(|p| file.starts_with(p))
+}
+
 fn threshold(t: f64) -> Result<Threshold, String> {
     Threshold::new(t).map_err(|e| format!("{e} (use --threshold with a number such as 0.8)"))
 }
@@ -501,6 +510,9 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 None if bulk => ingest::BULK_BATCH,
                 None => ingest::BATCH,
             };
+            if let Some(kept) = kept.as_deref().filter(|kept| among(kept, &paths)) {
+                return Err(format!("--kept {} is among the inputs: it would be read while written", kept.display()));
+            }
             let input = ingest::InputOptions { keep_lines: kept.is_some(), ..jsonl.input(input_format) };
             let options = ingest::AddOptions { input, replace, skip_similar, bulk, batch, kept };
             let summary = ingest::add(&index, &paths, &options, &mut |line| out.emit(line))?;
