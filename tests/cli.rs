@@ -210,6 +210,14 @@ fn a_fallback_scheme_signs_the_pages_spotsigs_cannot() {
     fails(&["create", &format!("{idx}3"), "--fallback", "chars:0"], 1, "fallback character shingle size");
 }
 
+/// The keys of each pair `neardex pairs` finds at `tau`.
+fn pair_keys(idx: &str, tau: &str) -> Vec<(String, String)> {
+    ok(&["pairs", idx, "-t", tau])
+        .iter()
+        .map(|p| (p["a"].as_str().unwrap().to_owned(), p["b"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
 fn warc_record(kind: &str, id: &str, extra: &[(&str, &str)], block: impl AsRef<[u8]>) -> Vec<u8> {
     let block = block.as_ref();
     let mut head = format!("WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {id}\r\n");
@@ -328,10 +336,7 @@ fn warc_payloads_are_decoded_as_recorded_and_error_pages_left_out() {
     let note = "left out 3 inputs that are not pages (HTTP 301 1, HTTP 404 1, content-encoding zstd 1)";
     assert!(stderr.contains(note), "{stderr}");
     // The three copies of the page are one page.
-    let pairs: Vec<(String, String)> = ok(&["pairs", idx, "-t", "1"])
-        .iter()
-        .map(|p| (p["a"].as_str().unwrap().to_owned(), p["b"].as_str().unwrap().to_owned()))
-        .collect();
+    let pairs = pair_keys(idx, "1");
     assert_eq!(pairs.len(), 3, "{pairs:?}");
     // Queried from the same file: one line per page, none for the rest.
     let queried: Vec<Value> = ok(&["query", idx, path.to_str().unwrap()]).iter().map(|l| l["query"].clone()).collect();
@@ -383,10 +388,7 @@ fn compressed_inputs_are_read_as_what_they_hold() {
         (&added["added"], &added["exact_duplicates"], &added["skipped"]),
         (&Value::from(8), &Value::from(4), &Value::from(0))
     );
-    let pairs: Vec<(String, String)> = ok(&["pairs", idx, "-t", "1"])
-        .iter()
-        .map(|p| (p["a"].as_str().unwrap().to_owned(), p["b"].as_str().unwrap().to_owned()))
-        .collect();
+    let pairs = pair_keys(idx, "1");
     let mut expected: Vec<(String, String)> = (0..3).map(|i| (format!("a{i}"), format!("b{i}"))).collect();
     expected.push((files[2].clone(), files[3].clone()));
     assert_eq!(pairs.len(), 4, "{pairs:?}");

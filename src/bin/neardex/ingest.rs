@@ -310,8 +310,8 @@ impl Kept {
         }
         let failed = |e: std::io::Error| format!("--kept {}: {e}", path.display());
         let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(failed)?);
-        let name = path.to_string_lossy().to_ascii_lowercase();
-        let (gzip, zstd) = (name.ends_with(".gz"), name.ends_with(".zst") || name.ends_with(".zstd"));
+        let compression = compression_suffix(&path.to_string_lossy().to_ascii_lowercase()).map(|(suffix, _)| suffix);
+        let (gzip, zstd) = (compression == Some(".gz"), matches!(compression, Some(".zst" | ".zstd")));
         let (sender, chunks) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
         let writer = std::thread::Builder::new()
             .name("kept".into())
@@ -365,6 +365,12 @@ impl Kept {
     }
 }
 
+/// The compression suffix a (lower-case) file name ends in, `.gz`, `.zst`
+/// or `.zstd`, and the name before it.
+fn compression_suffix(name: &str) -> Option<(&'static str, &str)> {
+    [".gz", ".zst", ".zstd"].into_iter().find_map(|suffix| Some((suffix, name.strip_suffix(suffix)?)))
+}
+
 fn detect(path: &Path, requested: Format) -> Format {
     if requested != Format::Auto {
         return requested;
@@ -372,7 +378,7 @@ fn detect(path: &Path, requested: Format) -> Format {
     let name = path.to_string_lossy().to_ascii_lowercase();
     // The format is the name's before a compression suffix (the bytes
     // tell the compression: `read_input`).
-    let name = [".gz", ".zst", ".zstd"].iter().find_map(|z| name.strip_suffix(z)).unwrap_or(&name);
+    let name = compression_suffix(&name).map_or(name.as_str(), |(_, before)| before);
     if name.ends_with(".warc") {
         Format::Warc
     } else if [".jsonl", ".ndjson", ".json"].iter().any(|e| name.ends_with(e)) {
@@ -821,7 +827,6 @@ fn read_input(
     turn: &mut Turn,
 ) -> Result<(), String> {
     let head = input.fill_buf().map_err(|e| format!("{name}: {e}"))?;
-    let broken = std::rc::Rc::new(std::cell::RefCell::new(None));
     let zstd = head.starts_with(&ZSTD_MAGIC);
     let dictionary_frame = head.starts_with(&ZSTD_DICTIONARY_MAGIC);
     let (kind, decoder): (&str, Box<dyn Read + '_>) = if zstd || dictionary_frame {
@@ -839,9 +844,9 @@ fn read_input(
     } else {
         return read_documents(name, input, format, options, turn);
     };
-    let until_broken = UntilBroken { inner: decoder, error: broken.clone() };
-    read_documents(name, std::io::BufReader::with_capacity(1 << 20, until_broken), format, options, turn)?;
-    if let Some(e) = broken.take() {
+    let mut decoded = std::io::BufReader::with_capacity(1 << 20, UntilBroken { inner: decoder, error: None });
+    read_documents(name, &mut decoded, format, options, turn)?;
+    if let Some(e) = decoded.into_inner().error {
         turn.push(Item::skip(format!("{name}: {kind} stream broken ({e}); the rest of the file is unreadable")))?;
     }
     Ok(())
@@ -884,17 +889,17 @@ fn zstd_dictionary(input: &mut impl std::io::BufRead) -> std::io::Result<Vec<u8>
 /// of the input, so that what came before a break is read.
 struct UntilBroken<R> {
     inner: R,
-    error: std::rc::Rc<std::cell::RefCell<Option<std::io::Error>>>,
+    error: Option<std::io::Error>,
 }
 
 impl<R: Read> Read for UntilBroken<R> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        if self.error.borrow().is_some() {
+        if self.error.is_some() {
             return Ok(0);
         }
         match self.inner.read(out) {
             Err(e) if e.kind() != std::io::ErrorKind::Interrupted => {
-                *self.error.borrow_mut() = Some(e);
+                self.error = Some(e);
                 Ok(0)
             }
             read => read,
