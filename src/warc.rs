@@ -357,8 +357,9 @@ pub struct HttpResponse {
     /// when `undecoded` holds why it could not be.
     pub payload: Vec<u8>,
     /// Why the payload could not be decoded: a `Content-Encoding` neardex
-    /// does not know (`zstd`, `compress`), or one that decodes to more
-    /// than [`MAX_DECODED_PAYLOAD`] bytes.
+    /// does not know (`compress`, `exi`), one that decodes to more than
+    /// [`MAX_DECODED_PAYLOAD`] bytes, or a gzip or zstd stream that breaks
+    /// off before it gives anything.
     pub undecoded: Option<String>,
 }
 
@@ -420,15 +421,15 @@ pub fn media_type(content_type: Option<&str>) -> String {
 /// - `Transfer-Encoding: chunked`: the chunks are joined; a body that does
 ///   not start with a chunk-size line is taken as already joined, and one
 ///   cut short keeps the chunks it has.
-/// - `Content-Encoding`: `gzip`, `x-gzip`, `deflate` (zlib or raw) and
-///   `br` are decoded, in the reverse of the order listed; `identity` is
+/// - `Content-Encoding`: `gzip`, `x-gzip`, `deflate` (zlib or raw), `br`
+///   and `zstd` are decoded, in the reverse of the order listed; `identity` is
 ///   nothing to decode. Bytes that fail to decode and read as UTF-8 are
 ///   taken as already decoded; a stream cut short keeps what it decoded.
 ///   Another coding on bytes that are not UTF-8, or more than
 ///   [`MAX_DECODED_PAYLOAD`] bytes decoded, leaves the payload as recorded
 ///   with [`HttpResponse::undecoded`] saying why.
-/// - No `Content-Encoding` and gzip's magic bytes: decoded as gzip when it
-///   decodes (servers and archives that drop the header).
+/// - No `Content-Encoding` and gzip's or zstd's magic bytes: decoded as
+///   such when it decodes (servers and archives that drop the header).
 pub fn parse_http_response(block: &[u8]) -> Option<HttpResponse> {
     let crlf = memchr::memmem::find(block, b"\r\n\r\n").map(|i| (i, 4));
     let lf = memchr::memmem::find(block, b"\n\n").map(|i| (i, 2));
@@ -468,12 +469,16 @@ pub fn parse_http_response(block: &[u8]) -> Option<HttpResponse> {
                 }
             }
         }
-        None if payload.starts_with(&[0x1f, 0x8b]) => {
-            if let Ok(Some(decoded)) = decode("gzip", &payload) {
+        None => {
+            let sniffed = match payload.get(..4) {
+                Some([0x1f, 0x8b, ..]) => Some("gzip"),
+                Some([0x28, 0xb5, 0x2f, 0xfd]) => Some("zstd"),
+                _ => None,
+            };
+            if let Some(Ok(Some(decoded))) = sniffed.map(|coding| decode(coding, &payload)) {
                 payload = decoded;
             }
         }
-        None => {}
     }
     response.payload = payload;
     Some(response)
@@ -528,7 +533,8 @@ fn dechunk(body: &[u8]) -> Option<Vec<u8>> {
 /// them and kept the header leaves: they fail to decode and read as
 /// UTF-8; a coding neardex does not know on bytes that read as UTF-8); the
 /// decoded bytes, as far as they go, when they are; `Err` for a coding
-/// neardex does not know on other bytes, or more than
+/// neardex does not know on other bytes, a gzip or zstd stream (its magic
+/// bytes first) that breaks off before it gives a byte, or more than
 /// [`MAX_DECODED_PAYLOAD`] bytes decoded.
 fn decode(coding: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
     let (out, read) = match coding {
@@ -540,12 +546,28 @@ fn decode(coding: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
             zlib => zlib,
         },
         "br" => read_capped(brotli_decompressor::Decompressor::new(bytes, 4096)),
+        // Every frame; windows up to libzstd's default limit (128 MiB; RFC
+        // 9659 holds HTTP senders to 8 MiB).
+        "zstd" => match zstd::stream::read::Decoder::with_buffer(bytes) {
+            Ok(decoder) => read_capped(decoder),
+            Err(e) => (Vec::new(), Err(e)),
+        },
         // Servers send nonsense here too (`utf-8`, `none`): text is kept.
         _ if reads_as_utf8(bytes) => return Ok(None),
         other => return Err(format!("content-encoding {other}")),
     };
     if out.len() > MAX_DECODED_PAYLOAD {
         return Err(format!("{coding} payload over {} MiB decoded", MAX_DECODED_PAYLOAD >> 20));
+    }
+    // A stream with its coding's magic bytes that gives nothing (cut or
+    // damaged inside its first block: zstd's are 128 KiB) is no page.
+    let magic: &[u8] = match coding {
+        "gzip" | "x-gzip" => &[0x1f, 0x8b],
+        "zstd" => &[0x28, 0xb5, 0x2f, 0xfd],
+        _ => &[0xff; 8],
+    };
+    if read.is_err() && out.is_empty() && bytes.starts_with(magic) {
+        return Err(format!("{coding} payload broken"));
     }
     // A stream that breaks off (a truncated record) keeps what it gave.
     let decoded = read.is_ok() || !(out.is_empty() || reads_as_utf8(bytes));
@@ -849,6 +871,7 @@ mod tests {
                 e.flush().unwrap();
                 drop(e);
             }
+            "zstd" => out = zstd::encode_all(payload, 3).unwrap(),
             "identity" => out.extend_from_slice(payload),
             other => panic!("no encoder for {other}"),
         }
@@ -891,7 +914,7 @@ mod tests {
 
     #[test]
     fn payloads_are_decoded_as_recorded() {
-        for coding in ["gzip", "x-gzip", "deflate", "raw-deflate", "br", "identity"] {
+        for coding in ["gzip", "x-gzip", "deflate", "raw-deflate", "br", "zstd", "identity"] {
             let header = if coding == "raw-deflate" { "deflate" } else { coding };
             let body = encoded(coding, PAGE);
             let http = parse_http_response(&response(200, &[("Content-Encoding", header)], &body)).unwrap();
@@ -906,8 +929,14 @@ mod tests {
         let twice = encoded("br", &encoded("gzip", PAGE));
         let http = parse_http_response(&response(200, &[("Content-Encoding", "gzip, br")], &twice)).unwrap();
         assert_eq!(http.payload, PAGE);
-        // No header, but gzip's magic bytes: decoded as before.
-        let http = parse_http_response(&response(200, &[], &encoded("gzip", PAGE))).unwrap();
+        // No header, but gzip's or zstd's magic bytes.
+        for coding in ["gzip", "zstd"] {
+            let http = parse_http_response(&response(200, &[], &encoded(coding, PAGE))).unwrap();
+            assert_eq!(http.payload, PAGE, "{coding}");
+        }
+        // Several zstd frames, as a server that flushes sends them.
+        let frames = [encoded("zstd", &PAGE[..40]), encoded("zstd", &PAGE[40..])].concat();
+        let http = parse_http_response(&response(200, &[("Content-Encoding", "zstd")], &frames)).unwrap();
         assert_eq!(http.payload, PAGE);
     }
 
@@ -915,7 +944,7 @@ mod tests {
     fn payloads_already_decoded_are_kept() {
         // Writers that decode and keep the headers (or rename them, as
         // Common Crawl does, which needs nothing here).
-        for coding in ["gzip", "deflate", "br"] {
+        for coding in ["gzip", "deflate", "br", "zstd"] {
             let headers = [("Transfer-Encoding", "chunked"), ("Content-Encoding", coding)];
             let http = parse_http_response(&response(200, &headers, PAGE)).unwrap();
             assert_eq!((http.payload.as_slice(), &http.undecoded), (PAGE, &None), "{coding}");
@@ -930,8 +959,9 @@ mod tests {
 
     #[test]
     fn payloads_cut_short_keep_what_they_have() {
-        // 200,000 bytes of words in an order that does not repeat, so that
-        // half of each compressed stream holds some of them.
+        // 600,000 bytes of words in an order that does not repeat, so that
+        // half of each compressed stream holds some of them (zstd decodes
+        // in blocks of 128 KiB).
         let words: Vec<&[u8]> = PAGE.split(|&b| b == b' ').collect();
         let mut state = 1u64;
         let long: Vec<u8> = std::iter::repeat_with(|| {
@@ -939,38 +969,49 @@ mod tests {
             [words[(state >> 33) as usize % words.len()], b" "].concat()
         })
         .flatten()
-        .take(200_000)
+        .take(600_000)
         .collect();
         // A chunked body cut inside its third chunk.
         let wire = chunked(&long, &[1000, 1000, 1000]);
         let http = parse_http_response(&response(200, &[("Transfer-Encoding", "chunked")], &wire[..2500])).unwrap();
         assert!(http.payload.len() > 2000 && long.starts_with(&http.payload), "{}", http.payload.len());
         // A compressed stream cut short (a truncated record).
-        for coding in ["gzip", "deflate", "br"] {
+        for coding in ["gzip", "deflate", "br", "zstd"] {
             let body = encoded(coding, &long);
             let cut = &body[..body.len() / 2];
             let http = parse_http_response(&response(200, &[("Content-Encoding", coding)], cut)).unwrap();
             assert!(!http.payload.is_empty() && long.starts_with(&http.payload), "{coding}");
             assert_eq!(http.why_not_a_page(), None, "{coding}");
         }
+        // Cut before the first byte it would give: compressed noise is no
+        // page (a stream without its magic bytes may be a page that was
+        // decoded already, and is kept).
+        for coding in ["gzip", "zstd"] {
+            let body = encoded(coding, &long);
+            let http = parse_http_response(&response(200, &[("Content-Encoding", coding)], &body[..10])).unwrap();
+            let why = format!("{coding} payload broken");
+            assert_eq!((&http.payload[..], http.why_not_a_page()), (&body[..10], Some(why)));
+        }
     }
 
     #[test]
     fn what_cannot_be_decoded_is_not_a_page() {
-        let http = parse_http_response(&response(200, &[("Content-Encoding", "zstd")], b"\x28\xb5\x2f\xfd")).unwrap();
-        assert_eq!(http.payload, b"\x28\xb5\x2f\xfd");
-        assert_eq!(http.why_not_a_page().as_deref(), Some("content-encoding zstd"));
+        // Unix compress (LZW), which no server sends any more.
+        let lzw = b"\x1f\x9d\x90\x3c\x00\xff\xfe";
+        let http = parse_http_response(&response(200, &[("Content-Encoding", "compress")], lzw)).unwrap();
+        assert_eq!(http.payload, lzw);
+        assert_eq!(http.why_not_a_page().as_deref(), Some("content-encoding compress"));
         // A coding that is nonsense on a payload that is text.
         let http = parse_http_response(&response(200, &[("Content-Encoding", "UTF-8")], PAGE)).unwrap();
         assert_eq!((http.payload.as_slice(), http.why_not_a_page()), (PAGE, None));
-        // A decompression bomb: 65 MiB of zeros in 65 KiB.
-        let bomb = encoded("gzip", &vec![0; MAX_DECODED_PAYLOAD + (1 << 20)]);
-        assert!(bomb.len() < 1 << 20);
-        let http = parse_http_response(&response(200, &[("Content-Encoding", "gzip")], &bomb)).unwrap();
-        assert_eq!(
-            (http.payload.len(), http.why_not_a_page().as_deref()),
-            (bomb.len(), Some("gzip payload over 64 MiB decoded"))
-        );
+        // A decompression bomb: 65 MiB of zeros in 65 KiB (gzip) or less.
+        for coding in ["gzip", "zstd"] {
+            let bomb = encoded(coding, &vec![0; MAX_DECODED_PAYLOAD + (1 << 20)]);
+            assert!(bomb.len() < 1 << 20);
+            let http = parse_http_response(&response(200, &[("Content-Encoding", coding)], &bomb)).unwrap();
+            let why = format!("{coding} payload over 64 MiB decoded");
+            assert_eq!((http.payload.len(), http.why_not_a_page()), (bomb.len(), Some(why)));
+        }
         // Exactly the limit decodes.
         let full = encoded("gzip", &vec![b'a'; MAX_DECODED_PAYLOAD]);
         let http = parse_http_response(&response(200, &[("Content-Encoding", "gzip")], &full)).unwrap();
@@ -1005,7 +1046,7 @@ mod tests {
         #[test]
         fn encoded_payloads_read_back(
             payload in prop::collection::vec(any::<u8>(), 0..3000),
-            coding in prop::sample::select(vec!["gzip", "deflate", "raw-deflate", "br", "identity"]),
+            coding in prop::sample::select(vec!["gzip", "deflate", "raw-deflate", "br", "zstd", "identity"]),
             sizes in prop::option::of(prop::collection::vec(1usize..600, 0..8)),
         ) {
             let header = if coding == "raw-deflate" { "deflate" } else { coding };
