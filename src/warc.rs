@@ -4,8 +4,10 @@
 //!
 //! Records are found by their version line (`WARC/x.y` at the start of a
 //! line). `Content-Length` is honoured when the bytes after the block are a
-//! record boundary; when they are not (real archives get it wrong), the
-//! block runs to the next version line and the record carries a warning.
+//! record boundary, also when the block holds lines that read as version
+//! lines (a page that quotes WARC records); when they are not (real
+//! archives get it wrong), the block runs to the next version line and the
+//! record carries a warning.
 
 use std::io::Read;
 
@@ -14,6 +16,8 @@ use std::io::Read;
 pub struct WarcRecord {
     /// Byte offset of the record in the (decompressed) stream.
     pub offset: u64,
+    /// The version line, `WARC/1.1`, `WARC/1.0` or `WARC/0.18`.
+    pub version: String,
     /// `WARC-Type` (lower-cased).
     pub kind: String,
     /// Header fields in order, names as written.
@@ -26,6 +30,24 @@ impl WarcRecord {
     /// The first header with this name (ASCII case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The record as a WARC file holds it: its version line, its header
+    /// fields in order (`Content-Length` set to the block's length, which
+    /// a record whose declared length was wrong did not have), a blank
+    /// line, the block, and the two line ends that end a record. Read
+    /// back, it is this record again.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut head = format!("{}\r\n", self.version);
+        for (name, value) in &self.headers {
+            if name.eq_ignore_ascii_case("Content-Length") {
+                head.push_str(&format!("{name}: {}\r\n", self.block.len()));
+            } else {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+        }
+        head.push_str("\r\n");
+        [head.as_bytes(), &self.block, b"\r\n\r\n"].concat()
     }
 }
 
@@ -253,7 +275,10 @@ impl<'r> WarcReader<'r> {
                 self.fill()?;
                 continue;
             };
-            let end = next.unwrap_or(self.data().len());
+            let Some((end, resume)) = record_span(self.data(), 0, next, self.eof) else {
+                self.fill()?;
+                continue;
+            };
             let at = self.base;
             let item = match parse_record(self.data(), 0, end) {
                 Ok((mut record, _, warning)) => {
@@ -269,7 +294,7 @@ impl<'r> WarcReader<'r> {
                 }
                 Err(reason) => WarcItem::Problem(WarcProblem { offset: at, reason }),
             };
-            self.consume(end);
+            self.consume(resume);
             return Ok(Some(item));
         }
     }
@@ -303,18 +328,69 @@ fn version_line_ends(bytes: &[u8]) -> Option<bool> {
     }
 }
 
+/// How far past the next version line a declared length is followed to
+/// see whether a record boundary is there.
+const LOOKAHEAD: usize = 64 << 20;
+
+/// Where the record at `start` ends and where the next one begins, given
+/// the first version line after its own (`next`): normally both at that
+/// line. A block may hold a line that reads as a version line (a page
+/// that quotes WARC records: the WARC specification, archived), so a
+/// declared length that runs past `next`, by at most [`LOOKAHEAD`], ends
+/// the record when a record boundary follows it (line ends, then a
+/// version line or the end of the stream). `None` when more of the stream
+/// is needed to tell.
+fn record_span(bytes: &[u8], start: usize, next: Option<usize>, eof: bool) -> Option<(usize, usize)> {
+    let Some(next) = next else { return Some((bytes.len(), bytes.len())) };
+    let declared = split_head(&bytes[start..next]).and_then(|(head, block_start)| {
+        let length = head.lines().find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.trim().eq_ignore_ascii_case("Content-Length").then(|| value.trim().parse::<usize>().ok())?
+        })?;
+        (start + block_start).checked_add(length)
+    });
+    let Some(end) = declared.filter(|&end| end > next && end - next <= LOOKAHEAD) else {
+        return Some((next, next));
+    };
+    if end > bytes.len() {
+        return if eof { Some((next, next)) } else { None };
+    }
+    let resume = end + bytes[end..].iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+    let after = &bytes[resume..];
+    let boundary = if after.is_empty() {
+        Some(true)
+    } else if bytes[resume - 1] != b'\n' {
+        Some(false)
+    } else if after.starts_with(b"WARC/") {
+        version_line_ends(after)
+    } else if b"WARC/".starts_with(after) {
+        None
+    } else {
+        Some(false)
+    };
+    match boundary {
+        Some(true) if resume < bytes.len() || eof => Some((end, resume)),
+        Some(true) | None if !eof => None,
+        _ => Some((next, next)),
+    }
+}
+
+/// A record's header as text (without the blank line that ends it) and
+/// where its block starts in `region`; `None` when the header never ends.
+fn split_head(region: &[u8]) -> Option<(std::borrow::Cow<'_, str>, usize)> {
+    let (end, blank) = memchr::memmem::find(region, b"\r\n\r\n")
+        .map(|i| (i, 4))
+        .or_else(|| memchr::memmem::find(region, b"\n\n").map(|i| (i, 2)))?;
+    Some((String::from_utf8_lossy(&region[..end]), end + blank))
+}
+
 /// Parses the record at `start`; `limit` is where the next version line
 /// begins (or the end). Returns the record, where its block ended, and a
 /// warning when the declared length had to be corrected.
 fn parse_record(bytes: &[u8], start: usize, limit: usize) -> Result<(WarcRecord, usize, Option<String>), String> {
-    let region = &bytes[start..limit];
-    let header_end = memchr::memmem::find(region, b"\r\n\r\n")
-        .map(|i| (i, 4))
-        .or_else(|| memchr::memmem::find(region, b"\n\n").map(|i| (i, 2)))
-        .ok_or("record header never ends (truncated record)")?;
-    let head = String::from_utf8_lossy(&region[..header_end.0]);
+    let (head, block_offset) = split_head(&bytes[start..limit]).ok_or("record header never ends (truncated record)")?;
     let mut lines = head.lines();
-    lines.next(); // the version line
+    let version = lines.next().unwrap_or("").trim_end().to_owned();
     let mut headers = Vec::new();
     for line in lines {
         match line.split_once(':') {
@@ -329,7 +405,7 @@ fn parse_record(bytes: &[u8], start: usize, limit: usize) -> Result<(WarcRecord,
         .ok_or("record has no Content-Length")?
         .parse()
         .map_err(|_| "Content-Length is not a number".to_owned())?;
-    let block_start = start + header_end.0 + header_end.1;
+    let block_start = start + block_offset;
     let declared_end = block_start.saturating_add(length);
     let (block_end, warning) = if declared_end <= limit {
         (declared_end, None)
@@ -342,7 +418,8 @@ fn parse_record(bytes: &[u8], start: usize, limit: usize) -> Result<(WarcRecord,
         }
         (end, Some(format!("Content-Length {length} runs past the next record; block cut at it")))
     };
-    let record = WarcRecord { offset: start as u64, kind, headers, block: bytes[block_start..block_end].to_vec() };
+    let block = bytes[block_start..block_end].to_vec();
+    let record = WarcRecord { offset: start as u64, version, kind, headers, block };
     Ok((record, block_end, warning))
 }
 
@@ -619,7 +696,7 @@ mod tests {
     /// The whole-buffer splitter [`WarcReader`] replaced: the reference
     /// its records and problems are checked against.
     mod whole {
-        use super::super::{parse_record, WarcProblem, WarcRecord};
+        use super::super::{parse_record, record_span, WarcProblem, WarcRecord};
 
         fn is_version_line_at(bytes: &[u8], at: usize) -> bool {
             (at == 0 || bytes[at - 1] == b'\n')
@@ -664,25 +741,17 @@ mod tests {
             };
             while at < bytes.len() {
                 let next = next_version_line(bytes, at + 1);
-                let end = next.unwrap_or(bytes.len());
+                let (end, resume) = record_span(bytes, at, next, true).unwrap();
                 match parse_record(bytes, at, end) {
-                    Ok((record, consumed_to, warning)) => {
+                    Ok((record, _, warning)) => {
                         if let Some(reason) = warning {
                             problems.push(WarcProblem { offset: at as u64, reason });
                         }
                         records.push(record);
-                        // A correct Content-Length ends exactly at the next record.
-                        at = match next {
-                            Some(n) if consumed_to <= n => n,
-                            Some(_) => next_version_line(bytes, consumed_to).unwrap_or(bytes.len()),
-                            None => bytes.len(),
-                        };
                     }
-                    Err(reason) => {
-                        problems.push(WarcProblem { offset: at as u64, reason });
-                        at = end;
-                    }
+                    Err(reason) => problems.push(WarcProblem { offset: at as u64, reason }),
                 }
+                at = resume;
             }
             (records, problems)
         }
@@ -727,6 +796,11 @@ mod tests {
         prop_oneof![
             "[a-z <>]{0,40}".prop_map(|body| record("response", &body)),
             "[a-z]{0,10}".prop_map(|body| record("revisit", &body)),
+            // A block that quotes a record: a version line inside it.
+            ("[a-z]{0,10}", 0usize..3).prop_map(|(b, n)| record(
+                "resource",
+                &format!("{b}\nWARC/1.0\r\nWARC-Type: quoted\r\n{}", "\n".repeat(n))
+            )),
             "[a-z ]{0,30}"
                 .prop_map(|b| format!("WARC/1.0\nWARC-Type: resource\nContent-Length: {}\n\n{b}\n\n", b.len())),
             (0usize..60, "[a-z]{0,20}")
@@ -770,6 +844,27 @@ mod tests {
             prop_assert!(offsets.windows(2).all(|w| w[0] <= w[1]), "{offsets:?}");
             prop_assert_eq!(split(&items), (records.clone(), problems.clone()));
             prop_assert_eq!(read_warc(&input), (records, problems));
+        }
+
+        /// Records written with `to_bytes` read back as themselves, at
+        /// the offsets they were written at, with no problem (a declared
+        /// length that was wrong now says the block's).
+        #[test]
+        fn written_records_read_back(pieces in prop::collection::vec(arb_piece(), 0..12)) {
+            let (records, _) = read_warc(pieces.concat().as_bytes());
+            let mut written = Vec::new();
+            let mut expected = Vec::new();
+            for record in &records {
+                let mut headers = record.headers.clone();
+                for (name, value) in &mut headers {
+                    if name.eq_ignore_ascii_case("Content-Length") {
+                        *value = record.block.len().to_string();
+                    }
+                }
+                expected.push(WarcRecord { offset: written.len() as u64, headers, ..record.clone() });
+                written.extend(record.to_bytes());
+            }
+            prop_assert_eq!(read_warc(&written), (expected, Vec::new()));
         }
 
         /// A gzip file cut short: the records before the cut, then the
@@ -817,6 +912,27 @@ mod tests {
         fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
             Err(std::io::Error::other("disk gone"))
         }
+    }
+
+    /// The WARC specification, archived: its examples are version lines
+    /// inside a block, at the starts of lines. The declared length holds.
+    #[test]
+    fn a_block_may_quote_records() {
+        let page = "<pre>\nWARC/1.1\r\nWARC-Type: warcinfo\r\nContent-Length: 9\r\n\r\nsoftware\r\n\r\n</pre>\n";
+        let data = [record("resource", page), record("response", "after")].concat();
+        for sizes in [vec![1], vec![7], vec![4096]] {
+            let (records, problems) = split(&streamed(data.as_bytes(), sizes));
+            assert!(problems.is_empty(), "{problems:?}");
+            let blocks: Vec<&[u8]> = records.iter().map(|r| r.block.as_slice()).collect();
+            assert_eq!(blocks, [page.as_bytes(), b"after"]);
+        }
+        // A declared length that ends where no record starts is wrong: the
+        // block is cut at the version line, as before.
+        let wrong = "WARC/1.0\r\nWARC-Type: resource\r\nContent-Length: 30\r\n\r\nabc\nWARC/1.0\r\nWARC-Type: x\r\nContent-Length: 0\r\n\r\n\r\n\r\nmore bytes";
+        let (records, problems) = read_warc(wrong.as_bytes());
+        assert_eq!(records.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(), ["resource", "x"]);
+        assert_eq!(records[0].block, b"abc");
+        assert!(problems[0].reason.contains("runs past the next record"), "{problems:?}");
     }
 
     #[test]
