@@ -669,6 +669,85 @@ fn page_path(dir: &tempfile::TempDir) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// `add --skip-similar --kept out.warc.gz` on a crawl: the WARC records
+/// of the pages kept, as read, each in a gzip member of its own, and the
+/// pages kept are those brute force keeps.
+#[test]
+fn add_kept_writes_the_warc_records_of_the_pages_added() {
+    use std::io::Read;
+    let (dir, idx) = index_dir();
+    let all = dir.path().join("all");
+    let (idx, all) = (idx.as_str(), all.to_str().unwrap());
+    let response = |name: &str| {
+        let page = std::fs::read(Path::new(DEMO).join(name)).unwrap();
+        [b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n".as_slice(), &page].concat()
+    };
+    let mut warc = warc_record("warcinfo", "<urn:uuid:info>", &[], "software: test");
+    // The documents, in input order: each page, a copy of the first, and
+    // a revisit of the second.
+    let mut documents = Vec::new();
+    for (i, name) in PAGES.iter().enumerate() {
+        let id = format!("<urn:uuid:page{i}>");
+        warc.extend(warc_record("request", &format!("<urn:uuid:request{i}>"), &[], "GET / HTTP/1.1\r\n\r\n"));
+        documents.push((id.clone(), warc_record("response", &id, &[("WARC-Target-URI", name)], response(name))));
+    }
+    documents.push(("<urn:uuid:copy>".into(), warc_record("response", "<urn:uuid:copy>", &[], response(PAGES[0]))));
+    let revisit = warc_record("revisit", "<urn:uuid:again>", &[("WARC-Refers-To", "<urn:uuid:page1>")], "");
+    documents.push(("<urn:uuid:again>".into(), revisit));
+    for (_, record) in &documents {
+        warc.extend(record);
+    }
+    let crawl = dir.path().join("crawl.warc");
+    std::fs::write(&crawl, &warc).unwrap();
+    let crawl = crawl.to_str().unwrap();
+    for path in [idx, all] {
+        ok(&["create", path]);
+    }
+    let kept_file = dir.path().join("kept.warc.gz");
+    let kept_path = kept_file.to_str().unwrap();
+    let tau = "0.5";
+    let out = ok(&["add", idx, crawl, "--skip-similar", tau, "--kept", kept_path]);
+    // Brute force: in input order, a page is kept unless it reaches τ
+    // with a page kept before it.
+    ok(&["add", all, crawl]);
+    let pairs = ok(&["pairs", all, "--threshold", tau, "--brute-force"]);
+    let position = |key: &Value| documents.iter().position(|(id, _)| key.as_str() == Some(id)).unwrap();
+    let mut kept = vec![true; documents.len()];
+    for i in 0..documents.len() {
+        kept[i] = !pairs.iter().any(|p| {
+            let (a, b) = (position(&p["a"]), position(&p["b"]));
+            (a.max(b) == i) && kept[a.min(b)]
+        });
+    }
+    let refused = kept.iter().filter(|k| !**k).count();
+    assert!(refused >= 3 && refused < documents.len() - 2, "{kept:?}: a test that exercises both outcomes");
+    assert_eq!(out.len() - 1, refused, "{out:?}");
+    // The kept records, byte for byte, in order, one gzip member each.
+    let expected: Vec<u8> =
+        documents.iter().zip(&kept).filter(|(_, k)| **k).flat_map(|((_, r), _)| r.clone()).collect();
+    let packed = std::fs::read(&kept_file).unwrap();
+    let mut written = Vec::new();
+    flate2::read::MultiGzDecoder::new(packed.as_slice()).read_to_end(&mut written).unwrap();
+    assert_eq!(String::from_utf8_lossy(&written), String::from_utf8_lossy(&expected));
+    let mut first = Vec::new();
+    flate2::read::GzDecoder::new(packed.as_slice()).read_to_end(&mut first).unwrap();
+    assert_eq!(first, documents[0].1, "the first member is the first record alone");
+    // And they are a WARC file neardex reads: the kept pages again.
+    let (again, _) = index_dir();
+    let again = again.path().join("again");
+    let again = again.to_str().unwrap();
+    ok(&["create", again]);
+    let added = ok(&["add", again, kept_path]);
+    assert_eq!(added[0]["added"].as_u64(), Some((documents.len() - refused) as u64));
+    // A JSON Lines input cannot go to a WARC file, nor a WARC input to JSON lines.
+    let jsonl = dir.path().join("docs.jsonl");
+    std::fs::write(&jsonl, "{\"id\": \"a\", \"text\": \"the ferry was late\"}\n").unwrap();
+    let out_warc = dir.path().join("out.warc");
+    fails(&["add", idx, jsonl.to_str().unwrap(), "--kept", out_warc.to_str().unwrap()], 1, "is not a WARC record");
+    let out_jsonl = dir.path().join("out.jsonl");
+    fails(&["add", idx, crawl, "--kept", out_jsonl.to_str().unwrap()], 1, "is not a JSON line");
+}
+
 #[test]
 fn add_skip_similar_keeps_what_brute_force_keeps() {
     // 400 texts over a small vocabulary (many pairs reach τ), in commits of

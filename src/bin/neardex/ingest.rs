@@ -35,9 +35,9 @@ pub struct InputOptions {
     pub key_field: Option<String>,
     /// JSON Lines field holding the text.
     pub text_field: String,
-    /// Keep each JSON line's bytes, as read, with its document (for
-    /// `add --kept`).
-    pub keep_lines: bool,
+    /// Keep what each JSON line or WARC record document was read from
+    /// with it (for `add --kept`).
+    pub keep_sources: bool,
 }
 
 pub struct AddOptions {
@@ -50,7 +50,8 @@ pub struct AddOptions {
     pub bulk: bool,
     /// Documents per commit.
     pub batch: usize,
-    /// Where the JSON lines of the documents added are written, as read.
+    /// Where the JSON lines (or WARC records) of the documents added are
+    /// written, as read.
     pub kept: Option<PathBuf>,
 }
 
@@ -163,9 +164,17 @@ pub struct Signed {
     pub key: String,
     pub signature: DocumentSignature,
     pub metadata: Metadata,
-    /// The JSON line the document was read from, as read, when
-    /// `InputOptions::keep_lines` asked for it.
-    pub line: Option<Vec<u8>>,
+    /// What the document was read from, when `InputOptions::keep_sources`
+    /// asked for it.
+    pub source: Option<Source>,
+}
+
+/// What a document was read from, as read, for `add --kept`.
+pub enum Source {
+    /// A JSON line, without its line end.
+    Line(Vec<u8>),
+    /// A WARC record ([`neardex::warc::WarcRecord::to_bytes`]).
+    Record(Vec<u8>),
 }
 
 impl<'a> Batch<'a> {
@@ -181,13 +190,13 @@ impl<'a> Batch<'a> {
             }
             return Ok(());
         }
-        let Signed { key, signature, metadata, line } = document;
+        let Signed { key, signature, metadata, source } = document;
         let replace = self.replace;
         let writer = self.writer()?;
         let as_signed = Document::Signatures(&signature);
         let outcome =
             if replace { writer.replace(&key, as_signed, metadata) } else { writer.insert(&key, as_signed, metadata) };
-        self.count(outcome, &signature, line, summary)?;
+        self.count(outcome, &signature, source, summary)?;
         self.commit_when_full()
     }
 
@@ -216,7 +225,7 @@ impl<'a> Batch<'a> {
                 }
                 Err(e) => Err(e),
             };
-            self.count(outcome, &document.signature, document.line, summary)?;
+            self.count(outcome, &document.signature, document.source, summary)?;
         }
         self.commit_when_full()
     }
@@ -240,12 +249,12 @@ impl<'a> Batch<'a> {
     }
 
     /// Counts one insert's outcome, and writes an added document's line
-    /// out under `--kept`.
+    /// or record out under `--kept`.
     fn count(
         &mut self,
         outcome: Result<neardex::store::InsertOutcome, IndexError>,
         signature: &DocumentSignature,
-        line: Option<Vec<u8>>,
+        source: Option<Source>,
         summary: &mut Summary,
     ) -> Result<(), String> {
         match outcome {
@@ -253,8 +262,8 @@ impl<'a> Batch<'a> {
                 summary.added += 1;
                 summary.exact_duplicates += u64::from(o.exact_duplicate_of.is_some());
                 summary.unsigned.without_signatures += u64::from(signature.vector.is_empty());
-                if let (Some(kept), Some(line)) = (&mut self.kept, line) {
-                    kept.write_line(&line)?;
+                if let (Some(kept), Some(source)) = (&mut self.kept, source) {
+                    kept.write(source)?;
                 }
             }
             Err(IndexError::DuplicateKey { key }) => {
@@ -288,60 +297,127 @@ impl<'a> Batch<'a> {
     }
 }
 
-/// The file `add --kept` writes: plain, or compressed by its name's
-/// `.gz` or `.zst` suffix, on a thread of its own (compressing with zstd
-/// on the inserting thread added a third to `add --skip-similar`'s time)
-/// that takes the lines a mebibyte at a time.
+/// The file `add --kept` writes: the JSON lines of the documents added,
+/// or their WARC records when its name ends in `.warc` (before a
+/// compression suffix); plain, or compressed by its name's `.gz` or `.zst`
+/// suffix (WARC records each in a gzip member or zstd frame of its own, as
+/// WARC tools expect), on a thread of its own (compressing with zstd on
+/// the inserting thread added a third to `add --skip-similar`'s time)
+/// that takes them a mebibyte at a time.
 struct Kept {
-    lines: Vec<u8>,
-    sender: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    /// WARC records, not JSON lines.
+    records: bool,
+    chunk: Chunk,
+    sender: Option<std::sync::mpsc::SyncSender<Chunk>>,
     writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+/// Lines or records to write, and where each record ends.
+#[derive(Default)]
+struct Chunk {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Chunk {
+    const SIZE: usize = 1 << 20;
+
+    fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(start, &end)| &self.bytes[start..end])
+    }
 }
 
 impl Kept {
     fn create(path: &Path) -> Result<Kept, String> {
         use std::io::Write;
         /// Writes every chunk that comes, then hands the writer back.
-        fn pump<W: Write>(chunks: std::sync::mpsc::Receiver<Vec<u8>>, mut out: W) -> std::io::Result<W> {
+        fn pump<W: Write>(chunks: std::sync::mpsc::Receiver<Chunk>, mut out: W) -> std::io::Result<W> {
             for chunk in chunks {
-                out.write_all(&chunk)?;
+                out.write_all(&chunk.bytes)?;
             }
             Ok(out)
         }
         let failed = |e: std::io::Error| format!("--kept {}: {e}", path.display());
-        let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(failed)?);
-        let compression = compression_suffix(&path.to_string_lossy().to_ascii_lowercase()).map(|(suffix, _)| suffix);
-        let (gzip, zstd) = (compression == Some(".gz"), matches!(compression, Some(".zst" | ".zstd")));
-        let (sender, chunks) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        let mut file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(failed)?);
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        let (compression, stem) = compression_suffix(&name).unwrap_or(("", &name));
+        let records = stem.ends_with(".warc");
+        let (gzip, zstd) = (compression == ".gz", matches!(compression, ".zst" | ".zstd"));
+        let (sender, chunks) = std::sync::mpsc::sync_channel::<Chunk>(4);
         let writer = std::thread::Builder::new()
             .name("kept".into())
             .spawn(move || {
                 // A compressed stream is ended, then the file written out,
                 // also when the sender goes without `finish` (an error).
-                let mut file = if gzip {
-                    pump(chunks, flate2::write::GzEncoder::new(file, flate2::Compression::default()))?.finish()?
-                } else if zstd {
-                    pump(chunks, zstd::stream::write::Encoder::new(file, 3)?)?.finish()?
-                } else {
-                    pump(chunks, file)?
+                let mut file = match (gzip, zstd, records) {
+                    (true, _, false) => {
+                        pump(chunks, flate2::write::GzEncoder::new(file, flate2::Compression::default()))?.finish()?
+                    }
+                    (_, true, false) => pump(chunks, zstd::stream::write::Encoder::new(file, 3)?)?.finish()?,
+                    (true, _, true) => {
+                        for chunk in chunks {
+                            for record in chunk.records() {
+                                let mut member =
+                                    flate2::write::GzEncoder::new(&mut file, flate2::Compression::default());
+                                member.write_all(record)?;
+                                member.finish()?;
+                            }
+                        }
+                        file
+                    }
+                    (_, true, true) => {
+                        let mut compressor = zstd::bulk::Compressor::new(3)?;
+                        for chunk in chunks {
+                            for record in chunk.records() {
+                                file.write_all(&compressor.compress(record)?)?;
+                            }
+                        }
+                        file
+                    }
+                    _ => pump(chunks, file)?,
                 };
                 file.flush()
             })
             .map_err(failed)?;
-        Ok(Kept { lines: Vec::with_capacity(1 << 20), sender: Some(sender), writer: Some(writer) })
+        Ok(Kept { records, chunk: Chunk::default(), sender: Some(sender), writer: Some(writer) })
     }
 
-    fn write_line(&mut self, line: &[u8]) -> Result<(), String> {
-        self.lines.extend_from_slice(line);
-        self.lines.push(b'\n');
-        if self.lines.len() >= 1 << 20 {
+    /// Why a document read from `source` cannot be written to this file.
+    fn refuses(&self, key: &str, source: Option<&Source>) -> Option<String> {
+        match (self.records, source) {
+            (false, Some(Source::Line(_))) | (true, Some(Source::Record(_))) => None,
+            (false, _) => {
+                Some(format!("--kept writes the JSON lines of the documents added, and {key} is not a JSON line"))
+            }
+            (true, _) => Some(format!(
+                "--kept names a WARC file, to which the WARC records of the documents added are written, and {key} is \
+                 not a WARC record"
+            )),
+        }
+    }
+
+    fn write(&mut self, source: Source) -> Result<(), String> {
+        let bytes = &mut self.chunk.bytes;
+        match source {
+            Source::Line(line) => {
+                bytes.extend_from_slice(&line);
+                bytes.push(b'\n');
+            }
+            Source::Record(record) => {
+                bytes.extend_from_slice(&record);
+                self.chunk.ends.push(bytes.len());
+            }
+        }
+        if self.chunk.bytes.len() >= Chunk::SIZE {
             self.send()?;
         }
         Ok(())
     }
 
     fn send(&mut self) -> Result<(), String> {
-        let chunk = std::mem::replace(&mut self.lines, Vec::with_capacity(1 << 20));
+        let chunk = std::mem::take(&mut self.chunk);
+        self.chunk.bytes.reserve(Chunk::SIZE);
         let sent = self.sender.as_ref().is_some_and(|s| s.send(chunk).is_ok());
         if sent {
             Ok(())
@@ -354,8 +430,7 @@ impl Kept {
     /// Writes what is left and waits for the file to be written.
     fn finish(&mut self) -> Result<(), String> {
         if let Some(sender) = self.sender.take() {
-            let chunk = std::mem::take(&mut self.lines);
-            let _ = sender.send(chunk);
+            let _ = sender.send(std::mem::take(&mut self.chunk));
         }
         match self.writer.take().map(std::thread::JoinHandle::join) {
             Some(Ok(Ok(()))) | None => Ok(()),
@@ -642,13 +717,13 @@ struct Item {
     key: String,
     metadata: Metadata,
     work: Work,
-    /// The JSON line the item was read from, when lines are kept.
-    line: Option<Vec<u8>>,
+    /// What the item was read from, when sources are kept.
+    source: Option<Source>,
 }
 
 impl Item {
     fn skip(reason: String) -> Item {
-        Item { key: String::new(), metadata: Metadata::default(), work: Work::Skip(reason), line: None }
+        Item { key: String::new(), metadata: Metadata::default(), work: Work::Skip(reason), source: None }
     }
 
     /// Signs a document; everything else passes through.
@@ -723,7 +798,7 @@ impl<S: Sink> Pipeline<S> {
 /// target (from `seen`, the current file's records, or the sink's stored
 /// documents).
 fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, item: Item) -> Result<(), String> {
-    let Item { key, metadata, work, line } = item;
+    let Item { key, metadata, work, source } = item;
     let signature = match work {
         Work::Signed(signature) => signature,
         Work::Revisit { target, at } => {
@@ -761,7 +836,7 @@ fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, 
     if metadata.warc_record_id.is_some() {
         seen.insert(key.clone(), signature.clone());
     }
-    sink.document(Signed { key, signature, metadata, line })
+    sink.document(Signed { key, signature, metadata, source })
 }
 
 /// The inserting side of `neardex add`: the batch and the summary.
@@ -772,9 +847,9 @@ struct Inserter<'a> {
 
 impl Sink for Inserter<'_> {
     fn document(&mut self, document: Signed) -> Result<(), String> {
-        if self.batch.kept.is_some() && document.line.is_none() {
-            let key = &document.key;
-            return Err(format!("--kept writes the JSON lines of the documents added, and {key} is not a JSON line"));
+        if let Some(refused) = self.batch.kept.as_ref().and_then(|k| k.refuses(&document.key, document.source.as_ref()))
+        {
+            return Err(refused);
         }
         self.batch.add(document, &mut self.summary)
     }
@@ -921,7 +996,7 @@ fn read_documents(
         let mut bytes = Vec::new();
         input.read_to_end(&mut bytes).map(|_| bytes).map_err(|e| format!("{name}: {e}"))
     };
-    let document = |work| Item { key: name.to_owned(), metadata: Metadata::default(), work, line: None };
+    let document = |work| Item { key: name.to_owned(), metadata: Metadata::default(), work, source: None };
     match format {
         Format::Auto | Format::Text | Format::Html => {
             let bytes = whole()?;
@@ -935,9 +1010,9 @@ fn read_documents(
             turn.push(document(work))?
         }
         Format::Jsonl => read_jsonl(name, input, options, turn)?,
-        Format::Warc => read_warc(name, input, turn)?,
+        Format::Warc => read_warc(name, input, options.keep_sources, turn)?,
     }
-    turn.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile, line: None })
+    turn.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile, source: None })
 }
 
 fn read_jsonl(name: &str, input: impl std::io::BufRead, options: &InputOptions, turn: &mut Turn) -> Result<(), String> {
@@ -952,7 +1027,7 @@ fn read_jsonl(name: &str, input: impl std::io::BufRead, options: &InputOptions, 
                 key: if key_field.is_empty() { format!("{name}:{}", record.line) } else { record.key },
                 metadata: Metadata { url: record.url, ..Metadata::default() },
                 work: Work::Text(record.text),
-                line: options.keep_lines.then_some(line),
+                source: options.keep_sources.then_some(Source::Line(line)),
             },
             Err(problem) => Item::skip(format!("{name}:{}: {}", problem.line, problem.reason)),
         };
@@ -961,7 +1036,7 @@ fn read_jsonl(name: &str, input: impl std::io::BufRead, options: &InputOptions, 
     Ok(())
 }
 
-fn read_warc(name: &str, input: impl std::io::BufRead, turn: &mut Turn) -> Result<(), String> {
+fn read_warc(name: &str, input: impl std::io::BufRead, keep_sources: bool, turn: &mut Turn) -> Result<(), String> {
     use neardex::warc::WarcItem;
     for item in neardex::warc::WarcReader::new(input) {
         if crate::progress::interrupted() {
@@ -985,6 +1060,9 @@ fn read_warc(name: &str, input: impl std::io::BufRead, turn: &mut Turn) -> Resul
             date: record.header("WARC-Date").map(str::to_owned),
             ..Metadata::default()
         };
+        let documents = ["response", "resource", "conversion", "revisit"];
+        let source =
+            (keep_sources && documents.contains(&record.kind.as_str())).then(|| Source::Record(record.to_bytes()));
         let work = match record.kind.as_str() {
             "response" => {
                 let Some(http) = neardex::warc::parse_http_response(&record.block) else {
@@ -1012,7 +1090,7 @@ fn read_warc(name: &str, input: impl std::io::BufRead, turn: &mut Turn) -> Resul
             "revisit" => Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), at },
             _ => continue, // request, metadata, warcinfo
         };
-        turn.push(Item { key: id, metadata, work, line: None })?;
+        turn.push(Item { key: id, metadata, work, source })?;
     }
     Ok(())
 }
@@ -1053,7 +1131,7 @@ mod tests {
             format: Format::Auto,
             key_field: Some("id".into()),
             text_field: "text".into(),
-            keep_lines: false,
+            keep_sources: false,
         };
         let signer = Signer::new(neardex::SignatureConfig::default()).unwrap();
         let mut pipeline = Pipeline::new(signer, Taker { keys: Vec::new(), fail_at });

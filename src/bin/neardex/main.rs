@@ -60,7 +60,7 @@ struct JsonlArgs {
 impl JsonlArgs {
     fn input(self, format: ingest::Format) -> ingest::InputOptions {
         let key_field = (!self.line_keys).then_some(self.key_field);
-        ingest::InputOptions { format, key_field, text_field: self.text_field, keep_lines: false }
+        ingest::InputOptions { format, key_field, text_field: self.text_field, keep_sources: false }
     }
 }
 
@@ -123,8 +123,14 @@ enum Command {
     /// Add files, directories (recursively) or - (standard input).
     ///
     /// Keys: a file's path; a WARC record's WARC-Record-ID; a JSON line's key field (or FILE:LINE with
-    /// --line-keys). Example: neardex add crawl.ndx pages/ archive.warc.gz Example: neardex add corpus.ndx
-    /// pile.jsonl.zst --line-keys --skip-similar 0.8 --kept deduplicated.jsonl.zst
+    /// --line-keys).
+    ///
+    /// Example: neardex add crawl.ndx pages/ archive.warc.gz
+    ///
+    /// Deduplicating a corpus: neardex add corpus.ndx pile.jsonl.zst --line-keys --skip-similar 0.8 --kept
+    /// deduplicated.jsonl.zst
+    ///
+    /// Deduplicating a crawl: neardex add crawl.ndx crawl.warc.gz --skip-similar 0.8 --kept deduplicated.warc.gz
     Add {
         /// The index directory.
         index: PathBuf,
@@ -155,8 +161,10 @@ enum Command {
         batch: Option<u64>,
         /// Write the JSON line of each document added, as it was read, to
         /// this file (gzip or zstd compressed when it ends in .gz or .zst):
-        /// with --skip-similar, the deduplicated corpus. JSON Lines inputs
-        /// only.
+        /// with --skip-similar, the deduplicated corpus. A file named .warc
+        /// (.warc.gz, .warc.zst) gets the WARC records of the pages added
+        /// instead, each compressed on its own. JSON Lines or WARC inputs
+        /// only, as the file's name says.
         #[arg(long, value_name = "FILE")]
         kept: Option<PathBuf>,
     },
@@ -513,7 +521,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             if let Some(kept) = kept.as_deref().filter(|kept| among(kept, &paths)) {
                 return Err(format!("--kept {} is among the inputs: it would be read while written", kept.display()));
             }
-            let input = ingest::InputOptions { keep_lines: kept.is_some(), ..jsonl.input(input_format) };
+            let input = ingest::InputOptions { keep_sources: kept.is_some(), ..jsonl.input(input_format) };
             let options = ingest::AddOptions { input, replace, skip_similar, bulk, batch, kept };
             let summary = ingest::add(&index, &paths, &options, &mut |line| out.emit(line))?;
             out.emit(json!({
@@ -725,7 +733,7 @@ fn demo_corpus(tau: Threshold, config: SignatureConfig, out: &mut Output<'_>) ->
             format: ingest::Format::Jsonl,
             key_field: Some("id".into()),
             text_field: "text".into(),
-            keep_lines: false,
+            keep_sources: false,
         },
         replace: false,
         skip_similar: None,
