@@ -566,6 +566,67 @@ fn revisits_resolve_in_input_order_and_unknown_ones_are_skipped() {
     assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["a", "b", "similarity", "a_url"]);
 }
 
+/// Revisits that name no record (WARC 1.1's target URI and date,
+/// Heritrix's identical-payload-digest revisits, a server's 304) are
+/// resolved in their file; the revisit of an image is not a page.
+#[test]
+fn revisits_resolve_by_target_uri_and_date_digest_or_uri() {
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx]);
+    let response = |name: &str| {
+        let page = std::fs::read_to_string(Path::new(DEMO).join(name)).unwrap();
+        format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n{page}")
+    };
+    let profile = |name: &str| ("WARC-Profile", format!("http://netpreserve.org/warc/1.1/revisit/{name}"));
+    let (digest, not_modified) = (profile("identical-payload-digest"), profile("server-not-modified"));
+    let (digest, not_modified) = ((digest.0, digest.1.as_str()), (not_modified.0, not_modified.1.as_str()));
+    let (a, b) = (("WARC-Target-URI", "http://a.example/"), ("WARC-Target-URI", "http://b.example/"));
+    let date = ("WARC-Date", "2026-01-01T00:00:00Z");
+    let headers_only = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n";
+    let records = [
+        warc_record("response", "<urn:a>", &[a, date, ("WARC-Payload-Digest", "sha1:AAA")], response(PAGES[0])),
+        warc_record("response", "<urn:b>", &[b, date, ("WARC-Payload-Digest", "sha1:BBB")], response(PAGES[1])),
+        // WARC 1.1: the target's URI and date.
+        warc_record(
+            "revisit",
+            "<urn:by-uri-date>",
+            &[digest, ("WARC-Refers-To-Target-URI", a.1), ("WARC-Refers-To-Date", date.1)],
+            headers_only,
+        ),
+        // Heritrix: the payload digest alone.
+        warc_record("revisit", "<urn:by-digest>", &[digest, b, ("WARC-Payload-Digest", "sha1:BBB")], headers_only),
+        // A 304: the latest record of its URI.
+        warc_record("revisit", "<urn:not-modified>", &[not_modified, a], "HTTP/1.1 304 Not Modified\r\n\r\n"),
+        // An image fetched again, and a digest nothing in the file has.
+        warc_record(
+            "revisit",
+            "<urn:image>",
+            &[digest, ("WARC-Payload-Digest", "sha1:PNG")],
+            "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n\r\n",
+        ),
+        warc_record("revisit", "<urn:unknown>", &[digest, ("WARC-Payload-Digest", "sha1:ZZZ")], headers_only),
+    ];
+    let (_, added, stderr) = add_warc(dir.path(), idx, records.concat());
+    assert_eq!(
+        (&added["added"], &added["exact_duplicates"], &added["not_pages"], &added["skipped"]),
+        (&Value::from(5), &Value::from(3), &Value::from(1), &Value::from(1)),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("revisit of a record not in the index").count(), 1, "{stderr}");
+    let mut pairs: Vec<(String, String)> =
+        pair_keys(idx, "1").into_iter().map(|(x, y)| if x < y { (x, y) } else { (y, x) }).collect();
+    pairs.sort();
+    let expected = [
+        ("<urn:a>", "<urn:by-uri-date>"),
+        ("<urn:a>", "<urn:not-modified>"),
+        ("<urn:b>", "<urn:by-digest>"),
+        ("<urn:by-uri-date>", "<urn:not-modified>"),
+    ];
+    let expected: Vec<(String, String)> = expected.iter().map(|(x, y)| (x.to_string(), y.to_string())).collect();
+    assert_eq!(pairs, expected);
+}
+
 #[test]
 fn query_reads_warc_records_json_lines_and_directories_as_add_does() {
     let (dir, idx) = index_dir();

@@ -701,8 +701,11 @@ enum Work {
     Html(Vec<u8>, Option<&'static encoding_rs::Encoding>),
     /// A signed document (the signing side's output).
     Signed(DocumentSignature),
-    /// A WARC revisit of the record with this id; `at` names the record.
-    Revisit { target: Option<String>, at: String },
+    /// A WARC revisit: of the record with the id `target` (its
+    /// `WARC-Refers-To`, sought in the file and in the index), or of one
+    /// earlier in the file with one of these `names` (see `Item::names`);
+    /// `at` names the revisit.
+    Revisit { target: Option<String>, names: Vec<u64>, at: String },
     /// Not a document: told as skipped, and counted.
     Skip(String),
     /// A WARC record that is not a page (an error page or redirect, an
@@ -719,11 +722,21 @@ struct Item {
     work: Work,
     /// What the item was read from, when sources are kept.
     source: Option<Source>,
+    /// Other names by which a later revisit in the same file may name
+    /// this WARC record (`record_name`): its target URI and date, its
+    /// payload digest, its target URI (the latest record of a URI).
+    names: Vec<u64>,
 }
 
 impl Item {
     fn skip(reason: String) -> Item {
-        Item { key: String::new(), metadata: Metadata::default(), work: Work::Skip(reason), source: None }
+        Item {
+            key: String::new(),
+            metadata: Metadata::default(),
+            work: Work::Skip(reason),
+            source: None,
+            names: Vec::new(),
+        }
     }
 
     /// Signs a document; everything else passes through.
@@ -757,14 +770,14 @@ const TURN_BYTES: usize = 16 << 20;
 pub struct Pipeline<S> {
     signer: Signer,
     sink: S,
-    /// The current file's signatures by WARC record id (for revisits).
-    seen: HashMap<String, DocumentSignature>,
+    /// The current file's WARC records, for its revisits.
+    seen: Seen,
     signed: Vec<Item>,
 }
 
 impl<S: Sink> Pipeline<S> {
     pub fn new(signer: Signer, sink: S) -> Self {
-        Pipeline { signer, sink, seen: HashMap::new(), signed: Vec::new() }
+        Pipeline { signer, sink, seen: Seen::default(), signed: Vec::new() }
     }
 
     /// Signs `unsigned` on the other threads while this one hands the
@@ -794,20 +807,50 @@ impl<S: Sink> Pipeline<S> {
     }
 }
 
+/// The signatures of the current file's WARC records, by record id and
+/// by the other names a revisit may use (`Item::names`).
+#[derive(Default)]
+struct Seen {
+    signatures: Vec<DocumentSignature>,
+    by_id: HashMap<String, usize>,
+    by_name: HashMap<u64, usize>,
+}
+
+impl Seen {
+    fn remember(&mut self, id: &str, names: Vec<u64>, signature: &DocumentSignature) {
+        let at = self.signatures.len();
+        self.signatures.push(signature.clone());
+        self.by_id.insert(id.to_owned(), at);
+        self.by_name.extend(names.into_iter().map(|name| (name, at)));
+    }
+
+    /// The signature of the record `target` names, or else of the first
+    /// of `names` known.
+    fn find(&self, target: Option<&str>, names: &[u64]) -> Option<&DocumentSignature> {
+        let by_id = target.and_then(|id| self.by_id.get(id));
+        let at = by_id.or_else(|| names.iter().find_map(|name| self.by_name.get(name)))?;
+        self.signatures.get(*at)
+    }
+
+    fn clear(&mut self) {
+        self.signatures.clear();
+        self.by_id.clear();
+        self.by_name.clear();
+    }
+}
+
 /// Hands one signed item to `sink`: a revisit as the signature of its
 /// target (from `seen`, the current file's records, or the sink's stored
 /// documents).
-fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, item: Item) -> Result<(), String> {
-    let Item { key, metadata, work, source } = item;
+fn deliver(sink: &mut impl Sink, seen: &mut Seen, item: Item) -> Result<(), String> {
+    let Item { key, metadata, work, source, names } = item;
     let signature = match work {
         Work::Signed(signature) => signature,
-        Work::Revisit { target, at } => {
-            let found = match &target {
-                Some(t) => match seen.get(t) {
-                    Some(s) => Some(s.clone()),
-                    None => sink.stored(t)?,
-                },
-                None => None,
+        Work::Revisit { target, names, at } => {
+            let found = match (seen.find(target.as_deref(), &names), &target) {
+                (Some(s), _) => Some(s.clone()),
+                (None, Some(t)) => sink.stored(t)?,
+                (None, None) => None,
             };
             match found {
                 Some(s) => s,
@@ -834,7 +877,7 @@ fn deliver(sink: &mut impl Sink, seen: &mut HashMap<String, DocumentSignature>, 
     // Only WARC records may be the target of a revisit later in the
     // same file.
     if metadata.warc_record_id.is_some() {
-        seen.insert(key.clone(), signature.clone());
+        seen.remember(&key, names, &signature);
     }
     sink.document(Signed { key, signature, metadata, source })
 }
@@ -996,7 +1039,8 @@ fn read_documents(
         let mut bytes = Vec::new();
         input.read_to_end(&mut bytes).map(|_| bytes).map_err(|e| format!("{name}: {e}"))
     };
-    let document = |work| Item { key: name.to_owned(), metadata: Metadata::default(), work, source: None };
+    let document =
+        |work| Item { key: name.to_owned(), metadata: Metadata::default(), work, source: None, names: Vec::new() };
     match format {
         Format::Auto | Format::Text | Format::Html => {
             let bytes = whole()?;
@@ -1012,7 +1056,13 @@ fn read_documents(
         Format::Jsonl => read_jsonl(name, input, options, turn)?,
         Format::Warc => read_warc(name, input, options.keep_sources, turn)?,
     }
-    turn.push(Item { key: String::new(), metadata: Metadata::default(), work: Work::EndOfFile, source: None })
+    turn.push(Item {
+        key: String::new(),
+        metadata: Metadata::default(),
+        work: Work::EndOfFile,
+        source: None,
+        names: Vec::new(),
+    })
 }
 
 fn read_jsonl(name: &str, input: impl std::io::BufRead, options: &InputOptions, turn: &mut Turn) -> Result<(), String> {
@@ -1028,6 +1078,7 @@ fn read_jsonl(name: &str, input: impl std::io::BufRead, options: &InputOptions, 
                 metadata: Metadata { url: record.url, ..Metadata::default() },
                 work: Work::Text(record.text),
                 source: options.keep_sources.then_some(Source::Line(line)),
+                names: Vec::new(),
             },
             Err(problem) => Item::skip(format!("{name}:{}: {}", problem.line, problem.reason)),
         };
@@ -1060,9 +1111,9 @@ fn read_warc(name: &str, input: impl std::io::BufRead, keep_sources: bool, turn:
             date: record.header("WARC-Date").map(str::to_owned),
             ..Metadata::default()
         };
-        let documents = ["response", "resource", "conversion", "revisit"];
-        let source =
-            (keep_sources && documents.contains(&record.kind.as_str())).then(|| Source::Record(record.to_bytes()));
+        let document = ["response", "resource", "conversion", "revisit"].contains(&record.kind.as_str());
+        let source = (keep_sources && document).then(|| Source::Record(record.to_bytes()));
+        let names = if document { record_names(&record) } else { Vec::new() };
         let work = match record.kind.as_str() {
             "response" => {
                 let Some(http) = neardex::warc::parse_http_response(&record.block) else {
@@ -1087,12 +1138,79 @@ fn read_warc(name: &str, input: impl std::io::BufRead, keep_sources: bool, turn:
                     Work::Bytes(record.block)
                 }
             }
-            "revisit" => Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), at },
+            "revisit" => revisit(&record, at),
             _ => continue, // request, metadata, warcinfo
         };
-        turn.push(Item { key: id, metadata, work, source })?;
+        let names = if matches!(work, Work::Html(..) | Work::Bytes(_)) { names } else { Vec::new() };
+        turn.push(Item { key: id, metadata, work, source, names })?;
     }
     Ok(())
+}
+
+/// A name by which a revisit may name a WARC record: its kind and the
+/// header values that make it, hashed (xxh3; two names of a file's n
+/// records meet by chance with a probability of about n² / 2⁶⁵).
+fn record_name(kind: u8, values: &[&str]) -> u64 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    hasher.update(&[kind]);
+    for value in values {
+        hasher.update(value.as_bytes());
+        hasher.update(&[0]);
+    }
+    hasher.digest()
+}
+
+/// The kinds of `record_name`.
+const URI_DATE: u8 = 1;
+const DIGEST: u8 = 2;
+const URI: u8 = 3;
+
+/// The names by which a later revisit may name a WARC record: its target
+/// URI and date, its payload digest, its target URI.
+fn record_names(record: &neardex::warc::WarcRecord) -> Vec<u64> {
+    let (uri, date) = (record.header("WARC-Target-URI"), record.header("WARC-Date"));
+    let mut names = Vec::with_capacity(3);
+    if let (Some(uri), Some(date)) = (uri, date) {
+        names.push(record_name(URI_DATE, &[uri, date]));
+    }
+    if let Some(digest) = record.header("WARC-Payload-Digest") {
+        names.push(record_name(DIGEST, &[digest]));
+    }
+    if let Some(uri) = uri {
+        names.push(record_name(URI, &[uri]));
+    }
+    names
+}
+
+/// A revisit record: of the record its `WARC-Refers-To` names, else (WARC
+/// 1.1) of the one its `WARC-Refers-To-Target-URI` and
+/// `WARC-Refers-To-Date` name, else of the record with the same payload
+/// digest (Heritrix's identical-payload-digest revisits often name no
+/// record), else, when the server said the page was not modified, of the
+/// latest record of its URI. A revisit whose HTTP headers give a media
+/// type that is not a page's (an image fetched again) is not a page.
+fn revisit(record: &neardex::warc::WarcRecord, at: String) -> Work {
+    let content_type = neardex::warc::parse_http_response(&record.block).and_then(|http| {
+        let content_type = http.header("Content-Type").map(str::to_owned);
+        content_type.filter(|t| !neardex::warc::is_page_type(Some(t)))
+    });
+    if let Some(content_type) = content_type {
+        return Work::NotPage(neardex::warc::media_type(Some(&content_type)));
+    }
+    let uri = record.header("WARC-Refers-To-Target-URI").or(record.header("WARC-Target-URI"));
+    let mut names = Vec::new();
+    if let (Some(uri), Some(date)) = (record.header("WARC-Refers-To-Target-URI"), record.header("WARC-Refers-To-Date"))
+    {
+        names.push(record_name(URI_DATE, &[uri, date]));
+    }
+    if let Some(digest) = record.header("WARC-Payload-Digest") {
+        names.push(record_name(DIGEST, &[digest]));
+    }
+    let not_modified = record.header("WARC-Profile").is_some_and(|p| p.ends_with("/server-not-modified"));
+    if let (true, Some(uri)) = (not_modified, uri) {
+        names.push(record_name(URI, &[uri]));
+    }
+    Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), names, at }
 }
 
 /// The signature of a stored document, rebuilt from its vector.
