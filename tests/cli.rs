@@ -228,6 +228,13 @@ fn warc_record(kind: &str, id: &str, extra: &[(&str, &str)], block: impl AsRef<[
     [head.as_bytes(), block, b"\r\n\r\n"].concat()
 }
 
+/// A demo page as the block of a WARC response record: a 200 with its
+/// HTML.
+fn demo_response(name: &str) -> String {
+    let page = std::fs::read_to_string(Path::new(DEMO).join(name)).unwrap();
+    format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n{page}")
+}
+
 /// Writes `warc` to `crawl.warc` in `dir` and adds it to `idx`: the file,
 /// the summary line and standard error.
 fn add_warc(dir: &Path, idx: &str, warc: Vec<u8>) -> (std::path::PathBuf, Value, String) {
@@ -574,10 +581,6 @@ fn revisits_resolve_by_target_uri_and_date_digest_or_uri() {
     let (dir, idx) = index_dir();
     let idx = idx.as_str();
     ok(&["create", idx]);
-    let response = |name: &str| {
-        let page = std::fs::read_to_string(Path::new(DEMO).join(name)).unwrap();
-        format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n{page}")
-    };
     let profile = |name: &str| ("WARC-Profile", format!("http://netpreserve.org/warc/1.1/revisit/{name}"));
     let (digest, not_modified) = (profile("identical-payload-digest"), profile("server-not-modified"));
     let (digest, not_modified) = ((digest.0, digest.1.as_str()), (not_modified.0, not_modified.1.as_str()));
@@ -585,8 +588,8 @@ fn revisits_resolve_by_target_uri_and_date_digest_or_uri() {
     let date = ("WARC-Date", "2026-01-01T00:00:00Z");
     let headers_only = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n";
     let records = [
-        warc_record("response", "<urn:a>", &[a, date, ("WARC-Payload-Digest", "sha1:AAA")], response(PAGES[0])),
-        warc_record("response", "<urn:b>", &[b, date, ("WARC-Payload-Digest", "sha1:BBB")], response(PAGES[1])),
+        warc_record("response", "<urn:a>", &[a, date, ("WARC-Payload-Digest", "sha1:AAA")], demo_response(PAGES[0])),
+        warc_record("response", "<urn:b>", &[b, date, ("WARC-Payload-Digest", "sha1:BBB")], demo_response(PAGES[1])),
         // WARC 1.1: the target's URI and date.
         warc_record(
             "revisit",
@@ -625,6 +628,42 @@ fn revisits_resolve_by_target_uri_and_date_digest_or_uri() {
     ];
     let expected: Vec<(String, String)> = expected.iter().map(|(x, y)| (x.to_string(), y.to_string())).collect();
     assert_eq!(pairs, expected);
+}
+
+/// `list`: the stored documents in the order they were added, deleted
+/// ones left out, replaced ones where they were replaced.
+#[test]
+fn list_gives_the_stored_documents_in_the_order_they_were_added() {
+    let (dir, idx) = index_dir();
+    let idx = idx.as_str();
+    ok(&["create", idx]);
+    let date = ("WARC-Date", "2026-01-01T00:00:00Z");
+    let records = [
+        warc_record("response", "<urn:a>", &[("WARC-Target-URI", "http://a.example/"), date], demo_response(PAGES[0])),
+        warc_record("response", "<urn:b>", &[("WARC-Target-URI", "http://b.example/"), date], demo_response(PAGES[1])),
+        warc_record("response", "<urn:c>", &[], demo_response(PAGES[3])),
+        warc_record("revisit", "<urn:again>", &[("WARC-Refers-To", "<urn:a>")], ""),
+    ];
+    add_warc(dir.path(), idx, records.concat());
+    ok(&["delete", idx, "<urn:b>"]);
+    // Replacing <urn:c> moves it to the end.
+    let page = dir.path().join("c.warc");
+    std::fs::write(&page, warc_record("response", "<urn:c>", &[], demo_response(PAGES[4]))).unwrap();
+    ok(&["add", idx, page.to_str().unwrap(), "--replace"]);
+    let listed = ok(&["list", idx]);
+    let keys: Vec<&str> = listed.iter().map(|l| l["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["<urn:a>", "<urn:again>", "<urn:c>"]);
+    assert_eq!((listed[0]["url"].as_str(), listed[0]["date"].as_str()), (Some("http://a.example/"), Some(date.1)));
+    assert_eq!((listed[2].get("url"), listed[2].get("date")), (None, None));
+    // A revisit is a copy of its target: one fingerprint.
+    assert_eq!(listed[0]["fingerprint"], listed[1]["fingerprint"]);
+    assert_ne!(listed[0]["fingerprint"], listed[2]["fingerprint"]);
+    assert_eq!(listed[0]["fingerprint"].as_str().unwrap().len(), 32);
+    let table = neardex(&["list", idx, "--format", "table"]);
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["key", "url", "date", "fingerprint"]);
+    assert_eq!(table.lines().count(), 4);
 }
 
 #[test]
@@ -739,10 +778,6 @@ fn add_kept_writes_the_warc_records_of_the_pages_added() {
     let (dir, idx) = index_dir();
     let all = dir.path().join("all");
     let (idx, all) = (idx.as_str(), all.to_str().unwrap());
-    let response = |name: &str| {
-        let page = std::fs::read(Path::new(DEMO).join(name)).unwrap();
-        [b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n".as_slice(), &page].concat()
-    };
     let mut warc = warc_record("warcinfo", "<urn:uuid:info>", &[], "software: test");
     // The documents, in input order: each page, a copy of the first, and
     // a revisit of the second.
@@ -750,9 +785,10 @@ fn add_kept_writes_the_warc_records_of_the_pages_added() {
     for (i, name) in PAGES.iter().enumerate() {
         let id = format!("<urn:uuid:page{i}>");
         warc.extend(warc_record("request", &format!("<urn:uuid:request{i}>"), &[], "GET / HTTP/1.1\r\n\r\n"));
-        documents.push((id.clone(), warc_record("response", &id, &[("WARC-Target-URI", name)], response(name))));
+        documents.push((id.clone(), warc_record("response", &id, &[("WARC-Target-URI", name)], demo_response(name))));
     }
-    documents.push(("<urn:uuid:copy>".into(), warc_record("response", "<urn:uuid:copy>", &[], response(PAGES[0]))));
+    documents
+        .push(("<urn:uuid:copy>".into(), warc_record("response", "<urn:uuid:copy>", &[], demo_response(PAGES[0]))));
     let revisit = warc_record("revisit", "<urn:uuid:again>", &[("WARC-Refers-To", "<urn:uuid:page1>")], "");
     documents.push(("<urn:uuid:again>".into(), revisit));
     for (_, record) in &documents {

@@ -1466,13 +1466,24 @@ impl Searcher {
         }
     }
 
-    /// Ids of every live document, ascending.
+    /// Ids of every live document, ascending (the order in which they
+    /// were inserted), read from the segments' entries and the delta
+    /// without their vectors.
     ///
     /// # Errors
     /// [`IndexError::Corrupted`] for damaged segments.
     pub fn live_ids(&self) -> Result<Vec<u64>, IndexError> {
         let mut ids = Vec::with_capacity(self.len() as usize);
-        self.for_each_live(|id, _| ids.push(id))?;
+        // From the segments' entries: their vectors are not read.
+        for loaded in self.state.segments.values() {
+            for ordinal in 0..loaded.segment.doc_count() {
+                let id = loaded.segment.entry(ordinal)?.id;
+                if !self.state.deleted.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        ids.extend(self.state.delta.keys());
         ids.sort_unstable();
         Ok(ids)
     }

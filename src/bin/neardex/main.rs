@@ -235,6 +235,18 @@ enum Command {
         #[command(flatten)]
         output: OutputArgs,
     },
+    /// The stored documents, in the order they were added (a replaced one
+    /// where it was replaced): one line each, {"key", "url", "date",
+    /// "fingerprint"} (url and date where stored; exact duplicates share a
+    /// fingerprint).
+    ///
+    /// Example: neardex list crawl.ndx --format table
+    List {
+        /// The index directory.
+        index: PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
     /// Counts and the configuration, as one JSON object.
     Stats {
         /// The index directory.
@@ -327,6 +339,7 @@ fn main() -> ExitCode {
         | Command::Query { output, .. }
         | Command::Pairs { output, .. }
         | Command::Clusters { output, .. }
+        | Command::List { output, .. }
         | Command::Stats { output, .. }
         | Command::Explain { output, .. }
         | Command::Verify { output, .. }
@@ -610,6 +623,22 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let names = Names::of(&searcher, clusters.iter().flat_map(|c| c.members.iter().copied()))?;
             for cluster in clusters {
                 out.emit(names.cluster(&cluster.members))?;
+            }
+        }
+        Command::List { index, .. } => {
+            let index = open_read_only(&index)?;
+            let searcher = index.searcher().map_err(|e| e.to_string())?;
+            let ids = searcher.live_ids().map_err(|e| e.to_string())?;
+            // Ids ascend in the order documents were added.
+            for chunk in ids.chunks(1 << 16) {
+                for info in searcher.describe_many(chunk).map_err(|e| e.to_string())?.into_iter().flatten() {
+                    let mut line = query::named("key", &info.key, info.metadata.url.as_deref());
+                    if let Some(date) = &info.metadata.date {
+                        line["date"] = json!(date);
+                    }
+                    line["fingerprint"] = json!(info.fingerprint.to_string());
+                    out.emit(line)?;
+                }
             }
         }
         Command::Stats { index, .. } => {
