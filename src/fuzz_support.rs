@@ -204,6 +204,22 @@ pub fn warc_parse(data: &[u8]) {
         assert_eq!(streamed_records, records, "records differ with short reads");
         assert_eq!(streamed_problems, problems, "problems differ with short reads");
     }
+    // Records written back read back as themselves, at the offsets they
+    // were written at (`Content-Length` now the block's), with no problem.
+    let mut written = Vec::new();
+    let mut expected = Vec::new();
+    for record in &records {
+        let mut again = record.clone();
+        again.offset = written.len() as u64;
+        for (name, value) in &mut again.headers {
+            if name.eq_ignore_ascii_case("Content-Length") {
+                *value = record.block.len().to_string();
+            }
+        }
+        expected.push(again);
+        written.extend(record.to_bytes());
+    }
+    assert_eq!(crate::warc::read_warc(&written), (expected, Vec::new()), "written records read back otherwise");
     // The HTTP layer too, on each block and on the input itself (chunked
     // and compressed payloads): a payload decodes to at most the limit, and
     // what is left undecoded is not a page.
