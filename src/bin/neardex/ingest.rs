@@ -846,8 +846,8 @@ fn deliver(sink: &mut impl Sink, seen: &mut Seen, item: Item) -> Result<(), Stri
     let Item { key, metadata, work, source, names } = item;
     let signature = match work {
         Work::Signed(signature) => signature,
-        Work::Revisit { target, names, at } => {
-            let found = match (seen.find(target.as_deref(), &names), &target) {
+        Work::Revisit { target, names: wanted, at } => {
+            let found = match (seen.find(target.as_deref(), &wanted), &target) {
                 (Some(s), _) => Some(s.clone()),
                 (None, Some(t)) => sink.stored(t)?,
                 (None, None) => None,
@@ -1093,7 +1093,7 @@ fn read_warc(name: &str, input: impl std::io::BufRead, keep_sources: bool, turn:
         if crate::progress::interrupted() {
             break;
         }
-        let record = match item.map_err(|e| format!("{name}: {e}"))? {
+        let mut record = match item.map_err(|e| format!("{name}: {e}"))? {
             WarcItem::Record(record) => record,
             WarcItem::Problem(p) => {
                 turn.push(Item::skip(format!("{name} at byte {}: {}", p.offset, p.reason)))?;
@@ -1111,9 +1111,9 @@ fn read_warc(name: &str, input: impl std::io::BufRead, keep_sources: bool, turn:
             date: record.header("WARC-Date").map(str::to_owned),
             ..Metadata::default()
         };
-        let document = ["response", "resource", "conversion", "revisit"].contains(&record.kind.as_str());
-        let source = (keep_sources && document).then(|| Source::Record(record.to_bytes()));
-        let names = if document { record_names(&record) } else { Vec::new() };
+        // What --kept writes: a page's record, as read.
+        let keep = |record: &neardex::warc::WarcRecord| keep_sources.then(|| Source::Record(record.to_bytes()));
+        let mut source = None;
         let work = match record.kind.as_str() {
             "response" => {
                 let Some(http) = neardex::warc::parse_http_response(&record.block) else {
@@ -1123,6 +1123,7 @@ fn read_warc(name: &str, input: impl std::io::BufRead, keep_sources: bool, turn:
                 match http.why_not_a_page() {
                     Some(reason) => Work::NotPage(reason),
                     None => {
+                        source = keep(&record);
                         let declared = http.charset().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
                         Work::Html(http.payload, declared)
                     }
@@ -1132,16 +1133,27 @@ fn read_warc(name: &str, input: impl std::io::BufRead, keep_sources: bool, turn:
                 let content_type = record.header("Content-Type");
                 if !neardex::warc::is_page_type(content_type) {
                     Work::NotPage(neardex::warc::media_type(content_type))
-                } else if content_type.is_some_and(|t| t.contains("html")) {
-                    Work::Html(record.block, None)
                 } else {
-                    Work::Bytes(record.block)
+                    source = keep(&record);
+                    let html = content_type.is_some_and(|t| t.contains("html"));
+                    let block = std::mem::take(&mut record.block);
+                    if html {
+                        Work::Html(block, None)
+                    } else {
+                        Work::Bytes(block)
+                    }
                 }
             }
             "revisit" => revisit(&record, at),
             _ => continue, // request, metadata, warcinfo
         };
-        let names = if matches!(work, Work::Html(..) | Work::Bytes(_)) { names } else { Vec::new() };
+        let names = match work {
+            Work::Html(..) | Work::Bytes(_) => record_names(&record),
+            _ => Vec::new(),
+        };
+        if let Work::Revisit { .. } = work {
+            source = keep(&record);
+        }
         turn.push(Item { key: id, metadata, work, source, names })?;
     }
     Ok(())
@@ -1168,15 +1180,21 @@ const URI: u8 = 3;
 /// The names by which a later revisit may name a WARC record: its target
 /// URI and date, its payload digest, its target URI.
 fn record_names(record: &neardex::warc::WarcRecord) -> Vec<u64> {
-    let (uri, date) = (record.header("WARC-Target-URI"), record.header("WARC-Date"));
+    let uri = record.header("WARC-Target-URI");
+    names(uri, record.header("WARC-Date"), record.header("WARC-Payload-Digest"), uri)
+}
+
+/// The `record_name`s of a URI and date, of a payload digest and of a
+/// URI (its latest record), those given.
+fn names(uri: Option<&str>, date: Option<&str>, digest: Option<&str>, latest_of: Option<&str>) -> Vec<u64> {
     let mut names = Vec::with_capacity(3);
     if let (Some(uri), Some(date)) = (uri, date) {
         names.push(record_name(URI_DATE, &[uri, date]));
     }
-    if let Some(digest) = record.header("WARC-Payload-Digest") {
+    if let Some(digest) = digest {
         names.push(record_name(DIGEST, &[digest]));
     }
-    if let Some(uri) = uri {
+    if let Some(uri) = latest_of {
         names.push(record_name(URI, &[uri]));
     }
     names
@@ -1190,26 +1208,16 @@ fn record_names(record: &neardex::warc::WarcRecord) -> Vec<u64> {
 /// latest record of its URI. A revisit whose HTTP headers give a media
 /// type that is not a page's (an image fetched again) is not a page.
 fn revisit(record: &neardex::warc::WarcRecord, at: String) -> Work {
-    let content_type = neardex::warc::parse_http_response(&record.block).and_then(|http| {
-        let content_type = http.header("Content-Type").map(str::to_owned);
-        content_type.filter(|t| !neardex::warc::is_page_type(Some(t)))
-    });
-    if let Some(content_type) = content_type {
-        return Work::NotPage(neardex::warc::media_type(Some(&content_type)));
+    if let Some(http) = neardex::warc::parse_http_response(&record.block) {
+        let content_type = http.header("Content-Type");
+        if !neardex::warc::is_page_type(content_type) {
+            return Work::NotPage(neardex::warc::media_type(content_type));
+        }
     }
-    let uri = record.header("WARC-Refers-To-Target-URI").or(record.header("WARC-Target-URI"));
-    let mut names = Vec::new();
-    if let (Some(uri), Some(date)) = (record.header("WARC-Refers-To-Target-URI"), record.header("WARC-Refers-To-Date"))
-    {
-        names.push(record_name(URI_DATE, &[uri, date]));
-    }
-    if let Some(digest) = record.header("WARC-Payload-Digest") {
-        names.push(record_name(DIGEST, &[digest]));
-    }
+    let refers_to = record.header("WARC-Refers-To-Target-URI");
     let not_modified = record.header("WARC-Profile").is_some_and(|p| p.ends_with("/server-not-modified"));
-    if let (true, Some(uri)) = (not_modified, uri) {
-        names.push(record_name(URI, &[uri]));
-    }
+    let latest_of = not_modified.then(|| refers_to.or(record.header("WARC-Target-URI"))).flatten();
+    let names = names(refers_to, record.header("WARC-Refers-To-Date"), record.header("WARC-Payload-Digest"), latest_of);
     Work::Revisit { target: record.header("WARC-Refers-To").map(str::to_owned), names, at }
 }
 
