@@ -142,14 +142,14 @@ impl<'r> WarcReader<'r> {
     /// `eof`. A gzip data error ends the stream and is kept for report.
     fn fill(&mut self) -> std::io::Result<()> {
         if !self.sniffed {
-            let mut magic = Vec::with_capacity(2);
-            (&mut self.input).take(2).read_to_end(&mut magic)?;
+            let mut first = Vec::with_capacity(2);
+            (&mut self.input).take(2).read_to_end(&mut first)?;
             self.sniffed = true;
             let rest = std::mem::replace(&mut self.input, Box::new(std::io::empty()));
-            self.input = if magic == [0x1f, 0x8b] {
-                Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(magic).chain(rest)))
+            self.input = if Some(first.as_slice()) == magic("gzip") {
+                Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(first).chain(rest)))
             } else {
-                Box::new(std::io::Cursor::new(magic).chain(rest))
+                Box::new(std::io::Cursor::new(first).chain(rest))
             };
         }
         self.buf.drain(..self.start);
@@ -554,11 +554,8 @@ pub fn parse_http_response(block: &[u8]) -> Option<HttpResponse> {
             }
         }
         None => {
-            let sniffed = match payload.get(..4) {
-                Some([0x1f, 0x8b, ..]) => Some("gzip"),
-                Some([0x28, 0xb5, 0x2f, 0xfd]) => Some("zstd"),
-                _ => None,
-            };
+            let sniffed =
+                ["gzip", "zstd"].into_iter().find(|&coding| magic(coding).is_some_and(|m| payload.starts_with(m)));
             if let Some(Ok(Some(decoded))) = sniffed.map(|coding| decode(coding, &payload)) {
                 payload = decoded;
             }
@@ -645,17 +642,22 @@ fn decode(coding: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
     }
     // A stream with its coding's magic bytes that gives nothing (cut or
     // damaged inside its first block: zstd's are 128 KiB) is no page.
-    let magic: &[u8] = match coding {
-        "gzip" | "x-gzip" => &[0x1f, 0x8b],
-        "zstd" => &[0x28, 0xb5, 0x2f, 0xfd],
-        _ => &[0xff; 8],
-    };
-    if read.is_err() && out.is_empty() && bytes.starts_with(magic) {
+    if read.is_err() && out.is_empty() && magic(coding).is_some_and(|m| bytes.starts_with(m)) {
         return Err(format!("{coding} payload broken"));
     }
     // A stream that breaks off (a truncated record) keeps what it gave.
     let decoded = read.is_ok() || !(out.is_empty() || reads_as_utf8(bytes));
     Ok(decoded.then_some(out))
+}
+
+/// The bytes a stream in this coding starts with, for the codings that
+/// have them.
+fn magic(coding: &str) -> Option<&'static [u8]> {
+    match coding {
+        "gzip" | "x-gzip" => Some(&[0x1f, 0x8b]),
+        "zstd" => Some(&[0x28, 0xb5, 0x2f, 0xfd]),
+        _ => None,
+    }
 }
 
 /// What `reader` decodes, up to one byte past [`MAX_DECODED_PAYLOAD`], and
