@@ -778,35 +778,44 @@ fn add_kept_writes_the_warc_records_of_the_pages_added() {
     let (dir, idx) = index_dir();
     let all = dir.path().join("all");
     let (idx, all) = (idx.as_str(), all.to_str().unwrap());
-    let mut warc = warc_record("warcinfo", "<urn:uuid:info>", &[], "software: test");
-    // The documents, in input order: each page, a copy of the first, and
-    // a revisit of the second.
+    // The documents, in input order, in two files: each page, a copy of
+    // the first, and a revisit of the third.
     let mut documents = Vec::new();
     for (i, name) in PAGES.iter().enumerate() {
         let id = format!("<urn:uuid:page{i}>");
-        warc.extend(warc_record("request", &format!("<urn:uuid:request{i}>"), &[], "GET / HTTP/1.1\r\n\r\n"));
         documents.push((id.clone(), warc_record("response", &id, &[("WARC-Target-URI", name)], demo_response(name))));
     }
     documents
         .push(("<urn:uuid:copy>".into(), warc_record("response", "<urn:uuid:copy>", &[], demo_response(PAGES[0]))));
-    let revisit = warc_record("revisit", "<urn:uuid:again>", &[("WARC-Refers-To", "<urn:uuid:page1>")], "");
+    let revisit = warc_record("revisit", "<urn:uuid:again>", &[("WARC-Refers-To", "<urn:uuid:page2>")], "");
     documents.push(("<urn:uuid:again>".into(), revisit));
-    for (_, record) in &documents {
-        warc.extend(record);
+    // Each file starts with its warcinfo record, which --kept writes where
+    // it stands; requests are not written.
+    let infos: Vec<Vec<u8>> =
+        (1..=2).map(|f| warc_record("warcinfo", &format!("<urn:uuid:info{f}>"), &[], format!("file: {f}"))).collect();
+    let split = 2;
+    let mut paths = Vec::new();
+    for (f, part) in [&documents[..split], &documents[split..]].into_iter().enumerate() {
+        let mut warc = infos[f].clone();
+        for (i, (_, record)) in part.iter().enumerate() {
+            warc.extend(warc_record("request", &format!("<urn:uuid:request{f}.{i}>"), &[], "GET / HTTP/1.1\r\n\r\n"));
+            warc.extend(record);
+        }
+        let path = dir.path().join(format!("crawl{f}.warc"));
+        std::fs::write(&path, &warc).unwrap();
+        paths.push(path.to_str().unwrap().to_owned());
     }
-    let crawl = dir.path().join("crawl.warc");
-    std::fs::write(&crawl, &warc).unwrap();
-    let crawl = crawl.to_str().unwrap();
+    let (first, second) = (paths[0].as_str(), paths[1].as_str());
     for path in [idx, all] {
         ok(&["create", path]);
     }
     let kept_file = dir.path().join("kept.warc.gz");
     let kept_path = kept_file.to_str().unwrap();
     let tau = "0.5";
-    let out = ok(&["add", idx, crawl, "--skip-similar", tau, "--kept", kept_path]);
+    let out = ok(&["add", idx, first, second, "--skip-similar", tau, "--kept", kept_path]);
     // Brute force: in input order, a page is kept unless it reaches τ
     // with a page kept before it.
-    ok(&["add", all, crawl]);
+    ok(&["add", all, first, second]);
     let pairs = ok(&["pairs", all, "--threshold", tau, "--brute-force"]);
     let position = |key: &Value| documents.iter().position(|(id, _)| key.as_str() == Some(id)).unwrap();
     let mut kept = vec![true; documents.len()];
@@ -820,15 +829,17 @@ fn add_kept_writes_the_warc_records_of_the_pages_added() {
     assert!(refused >= 3 && refused < documents.len() - 2, "{kept:?}: a test that exercises both outcomes");
     assert_eq!(out.len() - 1, refused, "{out:?}");
     // The kept records, byte for byte, in order, one gzip member each.
-    let expected: Vec<u8> =
-        documents.iter().zip(&kept).filter(|(_, k)| **k).flat_map(|((_, r), _)| r.clone()).collect();
+    let kept_of = |range: std::ops::Range<usize>| -> Vec<u8> {
+        range.filter(|&i| kept[i]).flat_map(|i| documents[i].1.clone()).collect()
+    };
+    let expected = [infos[0].clone(), kept_of(0..split), infos[1].clone(), kept_of(split..documents.len())].concat();
     let packed = std::fs::read(&kept_file).unwrap();
     let mut written = Vec::new();
     flate2::read::MultiGzDecoder::new(packed.as_slice()).read_to_end(&mut written).unwrap();
     assert_eq!(String::from_utf8_lossy(&written), String::from_utf8_lossy(&expected));
-    let mut first = Vec::new();
-    flate2::read::GzDecoder::new(packed.as_slice()).read_to_end(&mut first).unwrap();
-    assert_eq!(first, documents[0].1, "the first member is the first record alone");
+    let mut member = Vec::new();
+    flate2::read::GzDecoder::new(packed.as_slice()).read_to_end(&mut member).unwrap();
+    assert_eq!(member, infos[0], "the first member is the first record alone");
     // And they are a WARC file neardex reads: the kept pages again.
     let (again, _) = index_dir();
     let again = again.path().join("again");
@@ -842,7 +853,7 @@ fn add_kept_writes_the_warc_records_of_the_pages_added() {
     let out_warc = dir.path().join("out.warc");
     fails(&["add", idx, jsonl.to_str().unwrap(), "--kept", out_warc.to_str().unwrap()], 1, "is not a WARC record");
     let out_jsonl = dir.path().join("out.jsonl");
-    fails(&["add", idx, crawl, "--kept", out_jsonl.to_str().unwrap()], 1, "is not a JSON line");
+    fails(&["add", idx, first, "--kept", out_jsonl.to_str().unwrap()], 1, "is not a JSON line");
 }
 
 #[test]

@@ -512,6 +512,11 @@ pub trait Sink {
     /// The stored signature of `key`: the target of a WARC revisit record
     /// not seen earlier in its file.
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String>;
+    /// A record that is no document but goes with the documents kept
+    /// (`add --kept`): a WARC file's warcinfo record.
+    fn kept_as_read(&mut self, _source: Source) -> Result<(), String> {
+        Ok(())
+    }
     /// The inputs are done: finish what is held back.
     fn finish(&mut self) -> Result<(), String> {
         Ok(())
@@ -714,6 +719,9 @@ enum Work {
     NotPage(String),
     /// The end of an input file: its records' signatures are forgotten.
     EndOfFile,
+    /// A record kept with the documents, not one (a warcinfo record, read
+    /// under `--kept`).
+    Info,
 }
 
 struct Item {
@@ -872,6 +880,7 @@ fn deliver(sink: &mut impl Sink, seen: &mut Seen, item: Item) -> Result<(), Stri
             seen.clear();
             return Ok(());
         }
+        Work::Info => return source.map_or(Ok(()), |source| sink.kept_as_read(source)),
         Work::Text(_) | Work::Bytes(_) | Work::Html(..) => return Err("an item was not signed".to_owned()),
     };
     // Only WARC records may be the target of a revisit later in the
@@ -907,6 +916,18 @@ impl Sink for Inserter<'_> {
 
     fn stored(&self, key: &str) -> Result<Option<DocumentSignature>, String> {
         stored_signature(&self.batch.index.searcher().map_err(|e| e.to_string())?, key)
+    }
+
+    /// Written where it stands among the documents: after those held for
+    /// `--skip-similar`, which are inserted first.
+    fn kept_as_read(&mut self, source: Source) -> Result<(), String> {
+        if self.batch.kept.as_ref().is_some_and(|kept| kept.records) {
+            self.batch.insert_held(&mut self.summary)?;
+            if let Some(kept) = &mut self.batch.kept {
+                kept.write(source)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1145,6 +1166,10 @@ fn read_warc(name: &str, input: impl std::io::BufRead, keep_sources: bool, turn:
                 }
             }
             "revisit" => revisit(&record, at),
+            "warcinfo" if keep_sources => {
+                source = keep(&record);
+                Work::Info
+            }
             _ => continue, // request, metadata, warcinfo
         };
         let names = match work {

@@ -163,7 +163,7 @@ enum Command {
         /// this file (gzip or zstd compressed when it ends in .gz or .zst):
         /// with --skip-similar, the deduplicated corpus. A file named .warc
         /// (.warc.gz, .warc.zst) gets the WARC records of the pages added
-        /// instead, each compressed on its own. JSON Lines or WARC inputs
+        /// instead (and each input's warcinfo), each compressed on its own. JSON Lines or WARC inputs
         /// only, as the file's name says. Complete when add succeeds; after
         /// a failure, start again with a fresh index.
         #[arg(long, value_name = "FILE")]
