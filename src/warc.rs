@@ -504,7 +504,9 @@ pub fn media_type(content_type: Option<&str>) -> String {
 ///
 /// - `Transfer-Encoding: chunked`: the chunks are joined; a body that does
 ///   not start with a chunk-size line is taken as already joined, and one
-///   cut short keeps the chunks it has.
+///   cut short keeps the chunks it has. Other transfer codings (`gzip,
+///   chunked`) are undone after the chunks are joined, as content codings
+///   are.
 /// - `Content-Encoding`: `gzip`, `x-gzip`, `deflate` (zlib or raw), `br`
 ///   and `zstd` are decoded, in the reverse of the order listed; `identity` is
 ///   nothing to decode. Bytes that fail to decode and read as UTF-8 are
@@ -538,30 +540,30 @@ pub fn parse_http_response(block: &[u8]) -> Option<HttpResponse> {
         lines.filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))).collect();
     let mut response = HttpResponse { status, headers, payload: Vec::new(), undecoded: None };
     let body = &block[end + sep..];
-    let chunked = response.header("Transfer-Encoding").is_some_and(|t| codings(t).any(|c| c == "chunked"));
-    let mut payload = chunked.then(|| dechunk(body)).flatten().unwrap_or_else(|| body.to_vec());
-    match response.header("Content-Encoding").map(|c| codings(c).collect::<Vec<_>>()) {
-        Some(list) => {
-            for coding in list.iter().rev() {
-                match decode(coding, &payload) {
-                    Ok(Some(decoded)) => payload = decoded,
-                    Ok(None) => {}
-                    Err(reason) => {
-                        response.undecoded = Some(reason);
-                        break;
-                    }
-                }
-            }
-        }
-        None => {
-            let sniffed =
-                ["gzip", "zstd"].into_iter().find(|&coding| magic(coding).is_some_and(|m| payload.starts_with(m)));
-            if let Some(Ok(Some(decoded))) = sniffed.map(|coding| decode(coding, &payload)) {
-                payload = decoded;
+    // Content codings are applied first, transfer codings (chunked last)
+    // after them: undone in the reverse order.
+    let listed = |name: &str| response.header(name).map(|field| codings(field).collect::<Vec<_>>());
+    let (content, transfer) = (listed("Content-Encoding"), listed("Transfer-Encoding"));
+    let mut payload = std::borrow::Cow::Borrowed(body);
+    for coding in content.iter().flatten().chain(transfer.iter().flatten()).rev() {
+        let undone = if coding == "chunked" { Ok(dechunk(&payload)) } else { decode(coding, &payload) };
+        match undone {
+            Ok(Some(decoded)) => payload = decoded.into(),
+            Ok(None) => {}
+            Err(reason) => {
+                response.undecoded = Some(reason);
+                break;
             }
         }
     }
-    response.payload = payload;
+    if content.is_none() {
+        let sniffed =
+            ["gzip", "zstd"].into_iter().find(|&coding| magic(coding).is_some_and(|m| payload.starts_with(m)));
+        if let Some(Ok(Some(decoded))) = sniffed.map(|coding| decode(coding, &payload)) {
+            payload = decoded.into();
+        }
+    }
+    response.payload = payload.into_owned();
     Some(response)
 }
 
@@ -1057,6 +1059,11 @@ mod tests {
         let twice = encoded("br", &encoded("gzip", PAGE));
         let http = parse_http_response(&response(200, &[("Content-Encoding", "gzip, br")], &twice)).unwrap();
         assert_eq!(http.payload, PAGE);
+        // A transfer coding besides chunked, over a content coding.
+        let wire = chunked(&encoded("gzip", &encoded("br", PAGE)), &[9; 64]);
+        let headers = [("Content-Encoding", "br"), ("Transfer-Encoding", "gzip, chunked")];
+        let http = parse_http_response(&response(200, &headers, &wire)).unwrap();
+        assert_eq!((http.payload.as_slice(), http.undecoded), (PAGE, None));
         // No header, but gzip's or zstd's magic bytes.
         for coding in ["gzip", "zstd"] {
             let http = parse_http_response(&response(200, &[], &encoded(coding, PAGE))).unwrap();
