@@ -1183,13 +1183,26 @@ mod tests {
             payload in prop::collection::vec(any::<u8>(), 0..3000),
             coding in prop::sample::select(vec!["gzip", "deflate", "raw-deflate", "br", "zstd", "identity"]),
             sizes in prop::option::of(prop::collection::vec(1usize..600, 0..8)),
+            as_transfer in any::<bool>(),
         ) {
             let header = if coding == "raw-deflate" { "deflate" } else { coding };
             let mut body = encoded(coding, &payload);
-            let mut headers = vec![("Content-Encoding", header)];
+            // The coding as a content coding, or as a transfer coding
+            // before chunked.
+            let transfer = match (as_transfer, &sizes) {
+                (true, Some(_)) => format!("{header}, chunked"),
+                (true, None) => header.to_owned(),
+                (false, _) => "chunked".to_owned(),
+            };
+            let mut headers = Vec::new();
+            if !as_transfer {
+                headers.push(("Content-Encoding", header));
+            }
             if let Some(sizes) = &sizes {
                 body = chunked(&body, sizes);
-                headers.push(("Transfer-Encoding", "chunked"));
+            }
+            if as_transfer || sizes.is_some() {
+                headers.push(("Transfer-Encoding", transfer.as_str()));
             }
             let http = parse_http_response(&response(200, &headers, &body)).unwrap();
             prop_assert_eq!(http.undecoded, None);
