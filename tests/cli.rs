@@ -664,6 +664,14 @@ fn list_gives_the_stored_documents_in_the_order_they_were_added() {
     let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
     assert_eq!(header, ["key", "url", "date", "fingerprint"]);
     assert_eq!(table.lines().count(), 4);
+    // A query by URL is the query by the key of the document stored with it.
+    let by_url = ok(&["query", idx, "-t", "0.5", "--key", "http://a.example/"]);
+    let by_key = ok(&["query", idx, "-t", "0.5", "--key", "<urn:a>"]);
+    assert_eq!(by_url.len(), 1);
+    assert_eq!((&by_url[0]["query"], &by_url[0]["url"]), (&Value::from("<urn:a>"), &Value::from("http://a.example/")));
+    assert_eq!(by_url[0]["matches"], by_key[0]["matches"]);
+    assert_eq!(by_url[0]["matches"][0]["key"], "<urn:again>");
+    fails(&["query", idx, "--key", "http://nowhere.example/"], 1, "no document has key or URL");
 }
 
 #[test]

@@ -474,6 +474,20 @@ fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), Test
         ids.insert(doc.id, doc.vector);
     }
     prop_assert_eq!(searcher.describe(u64::MAX).unwrap(), None);
+    prop_assert_eq!(searcher.live_ids().unwrap(), ids.keys().copied().collect::<Vec<u64>>());
+    // By URL: the model's documents with it, in the order of their ids.
+    let urls: std::collections::BTreeSet<&str> = model.values().filter_map(|(_, m)| m.url.as_deref()).collect();
+    for url in urls.into_iter().chain(["no such URL"]) {
+        let mut expected: Vec<(u64, &str)> = model
+            .iter()
+            .filter(|(_, (_, m))| m.url.as_deref() == Some(url))
+            .map(|(key, _)| (searcher.get(key).unwrap().expect("model key present").id, key.as_str()))
+            .collect();
+        expected.sort_unstable();
+        let found = searcher.find_by_url(url).unwrap();
+        let found: Vec<(u64, &str)> = found.iter().map(|d| (d.id, d.key.as_str())).collect();
+        prop_assert_eq!(found, expected);
+    }
     // Many at once, in the order asked: descending, an unknown id, a repeat.
     let mut asked: Vec<u64> = ids.keys().rev().copied().collect();
     asked.push(u64::MAX);

@@ -1684,6 +1684,29 @@ impl Searcher {
         document_info(&self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?, id)
     }
 
+    /// The documents stored with this URL ([`Metadata::url`]), in the
+    /// order they were added: a page crawled more than once is several.
+    /// There is no URL index: this reads every document's catalog record,
+    /// for an occasional look-up (the command line's `query --key URL`),
+    /// not one per query.
+    ///
+    /// # Errors
+    /// Catalog errors, [`IndexError::Corrupted`] for a damaged record.
+    pub fn find_by_url(&self, url: &str) -> Result<Vec<DocumentInfo>, IndexError> {
+        let docs = self.txn.open_table(DOCS).map_err(redb_err("opening docs"))?;
+        let mut found = Vec::new();
+        for entry in docs.iter().map_err(redb_err("reading docs"))? {
+            let (id, raw) = entry.map_err(redb_err("reading docs"))?;
+            let id = id.value();
+            let record = DocRecord::decode(raw.value(), id)?;
+            if record.metadata.url.as_deref() == Some(url) {
+                let DocRecord { key, fingerprint, metadata } = record;
+                found.push(DocumentInfo { id, key, fingerprint, metadata });
+            }
+        }
+        Ok(found)
+    }
+
     /// [`Self::describe`] of every id in `ids`, answered in their order:
     /// what naming every pair or cluster of a self-join needs. The ids are
     /// looked up in ascending order, in chunks on all cores, each chunk

@@ -189,8 +189,9 @@ enum Command {
         #[arg(long)]
         top: Option<usize>,
         /// Query with the stored document of this key (which is not listed
-        /// among its matches).
-        #[arg(long)]
+        /// among its matches), or, when no document has this key, with each
+        /// stored with this URL (a scan of the catalog).
+        #[arg(long, value_name = "KEY|URL")]
         key: Option<String>,
         /// Leave out of each document's matches a stored document under the
         /// document's own key (querying an index with the files or records it
@@ -561,10 +562,26 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 searcher.warm_up(neardex::store::WarmUp::Directories);
             }
             if let Some(key) = &key {
-                let signature =
-                    ingest::stored_signature(&searcher, key)?.ok_or(format!("no document has key {key:?}"))?;
-                let list = query::matches(&searcher, &signature, how, Some(key))?;
-                out.emit(json!({ "query": key, "matches": list }))?;
+                match ingest::stored_signature(&searcher, key)? {
+                    Some(signature) => {
+                        let list = query::matches(&searcher, &signature, how, Some(key))?;
+                        out.emit(json!({ "query": key, "matches": list }))?;
+                    }
+                    // A URL: each document stored with it.
+                    None => {
+                        let found = searcher.find_by_url(key).map_err(|e| e.to_string())?;
+                        if found.is_empty() {
+                            return Err(format!("no document has key or URL {key:?}"));
+                        }
+                        for info in found {
+                            let signature = ingest::stored_signature(&searcher, &info.key)?
+                                .ok_or(format!("{} went missing", info.key))?;
+                            let mut line = query::named("query", &info.key, Some(key));
+                            line["matches"] = json!(query::matches(&searcher, &signature, how, Some(&info.key))?);
+                            out.emit(line)?;
+                        }
+                    }
+                }
             }
             let sink = query::Queries::new(&searcher, how, |line| out.emit(line));
             let mut pipeline = ingest::Pipeline::new(searcher.signer().clone(), sink);
