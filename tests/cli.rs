@@ -628,6 +628,12 @@ fn revisits_resolve_by_target_uri_and_date_digest_or_uri() {
     ];
     let expected: Vec<(String, String)> = expected.iter().map(|(x, y)| (x.to_string(), y.to_string())).collect();
     assert_eq!(pairs, expected);
+    // The page and its 304 revisit share a URL: a query by it is one line
+    // each, and explain asks for a key.
+    let by_url = ok(&["query", idx, "-t", "1", "--key", a.1]);
+    let queried: Vec<&str> = by_url.iter().map(|l| l["query"].as_str().unwrap()).collect();
+    assert_eq!(queried, ["<urn:a>", "<urn:not-modified>"]);
+    fails(&["explain", idx, a.1, "<urn:b>"], 1, "2 documents have URL");
 }
 
 /// `list`: the stored documents in the order they were added, deleted
@@ -672,6 +678,10 @@ fn list_gives_the_stored_documents_in_the_order_they_were_added() {
     assert_eq!(by_url[0]["matches"], by_key[0]["matches"]);
     assert_eq!(by_url[0]["matches"][0]["key"], "<urn:again>");
     fails(&["query", idx, "--key", "http://nowhere.example/"], 1, "no document has key or URL");
+    // explain takes URLs as well.
+    let explained = ok(&["explain", idx, "http://a.example/", "<urn:again>"]);
+    assert_eq!((&explained[0]["a"], &explained[0]["similarity"]), (&Value::from("<urn:a>"), &Value::from(1.0)));
+    fails(&["explain", idx, "http://nowhere.example/", "<urn:a>"], 1, "no document has key or URL");
 }
 
 #[test]

@@ -259,9 +259,9 @@ enum Command {
     Explain {
         /// The index directory.
         index: PathBuf,
-        /// First key.
+        /// First key (or the URL of one stored document).
         a: String,
-        /// Second key.
+        /// Second key (or the URL of one stored document).
         b: String,
         #[command(flatten)]
         output: OutputArgs,
@@ -359,6 +359,19 @@ fn main() -> ExitCode {
             let _ = writeln!(io::stderr(), "neardex: {message}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// `key` when a document has it; else the key of the one document stored
+/// with the URL `key`.
+fn key_of(searcher: &neardex::store::Searcher, key: String) -> Result<String, String> {
+    if searcher.get(&key).map_err(|e| e.to_string())?.is_some() {
+        return Ok(key);
+    }
+    match searcher.find_by_url(&key).map_err(|e| e.to_string())?.as_slice() {
+        [] => Err(format!("no document has key or URL {key:?}")),
+        [one] => Ok(one.key.clone()),
+        many => Err(format!("{} documents have URL {key:?}: name one by its key", many.len())),
     }
 }
 
@@ -680,6 +693,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
         Command::Explain { index, a, b, .. } => {
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
+            let (a, b) = (key_of(&searcher, a)?, key_of(&searcher, b)?);
             let e = searcher.explain(&a, &b).map_err(|e| e.to_string())?.ok_or("both keys must be stored")?;
             out.emit(json!({
                 "a": a, "b": b,
