@@ -163,8 +163,8 @@ enum Command {
         /// this file (gzip or zstd compressed when it ends in .gz or .zst):
         /// with --skip-similar, the deduplicated corpus. A file named .warc
         /// (.warc.gz, .warc.zst) gets the WARC records of the pages added
-        /// instead (and each input's warcinfo), each compressed on its own. JSON Lines or WARC inputs
-        /// only, as the file's name says. Complete when add succeeds; after
+        /// instead (and each input's warcinfo), each compressed on its own.
+        /// JSON Lines or WARC inputs only, as the file's name says. Complete when add succeeds; after
         /// a failure, start again with a fresh index.
         #[arg(long, value_name = "FILE")]
         kept: Option<PathBuf>,
@@ -362,16 +362,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// `key` when a document has it; else the key of the one document stored
-/// with the URL `key`.
-fn key_of(searcher: &neardex::store::Searcher, key: String) -> Result<String, String> {
-    if searcher.get(&key).map_err(|e| e.to_string())?.is_some() {
-        return Ok(key);
+/// The stored documents `name` names: the one with that key, else those
+/// stored with that URL (in the order added).
+fn stored_as(searcher: &neardex::store::Searcher, name: &str) -> Result<Vec<String>, String> {
+    if searcher.get(name).map_err(|e| e.to_string())?.is_some() {
+        return Ok(vec![name.to_owned()]);
     }
-    match searcher.find_by_url(&key).map_err(|e| e.to_string())?.as_slice() {
-        [] => Err(format!("no document has key or URL {key:?}")),
-        [one] => Ok(one.key.clone()),
-        many => Err(format!("{} documents have URL {key:?}: name one by its key", many.len())),
+    let keys: Vec<String> =
+        searcher.find_by_url(name).map_err(|e| e.to_string())?.into_iter().map(|info| info.key).collect();
+    if keys.is_empty() {
+        return Err(format!("no document has key or URL {name:?}"));
+    }
+    Ok(keys)
+}
+
+/// The key of the one stored document `name` names (a key or a URL).
+fn key_of(searcher: &neardex::store::Searcher, name: &str) -> Result<String, String> {
+    match stored_as(searcher, name)?.as_mut_slice() {
+        [one] => Ok(std::mem::take(one)),
+        many => Err(format!("{} documents have URL {name:?}: name one by its key", many.len())),
     }
 }
 
@@ -575,25 +584,13 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 searcher.warm_up(neardex::store::WarmUp::Directories);
             }
             if let Some(key) = &key {
-                match ingest::stored_signature(&searcher, key)? {
-                    Some(signature) => {
-                        let list = query::matches(&searcher, &signature, how, Some(key))?;
-                        out.emit(json!({ "query": key, "matches": list }))?;
-                    }
-                    // A URL: each document stored with it.
-                    None => {
-                        let found = searcher.find_by_url(key).map_err(|e| e.to_string())?;
-                        if found.is_empty() {
-                            return Err(format!("no document has key or URL {key:?}"));
-                        }
-                        for info in found {
-                            let signature = ingest::stored_signature(&searcher, &info.key)?
-                                .ok_or(format!("{} went missing", info.key))?;
-                            let mut line = query::named("query", &info.key, Some(key));
-                            line["matches"] = json!(query::matches(&searcher, &signature, how, Some(&info.key))?);
-                            out.emit(line)?;
-                        }
-                    }
+                // Its key's document, or each stored with it as URL.
+                for stored in stored_as(&searcher, key)? {
+                    let signature =
+                        ingest::stored_signature(&searcher, &stored)?.ok_or(format!("{stored} went missing"))?;
+                    let mut line = query::named("query", &stored, (stored != *key).then_some(key.as_str()));
+                    line["matches"] = json!(query::matches(&searcher, &signature, how, Some(&stored))?);
+                    out.emit(line)?;
                 }
             }
             let sink = query::Queries::new(&searcher, how, |line| out.emit(line));
@@ -693,7 +690,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
         Command::Explain { index, a, b, .. } => {
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
-            let (a, b) = (key_of(&searcher, a)?, key_of(&searcher, b)?);
+            let (a, b) = (key_of(&searcher, &a)?, key_of(&searcher, &b)?);
             let e = searcher.explain(&a, &b).map_err(|e| e.to_string())?.ok_or("both keys must be stored")?;
             out.emit(json!({
                 "a": a, "b": b,
