@@ -787,6 +787,41 @@ fn page_path(dir: &tempfile::TempDir) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// `examples/dedup_warc.rs`, the same deduplication through the library,
+/// keeps what `add --skip-similar --kept` keeps, byte for byte.
+#[test]
+fn the_dedup_warc_example_keeps_what_add_keeps() {
+    let exe = std::env::current_exe().unwrap();
+    let name = format!("dedup_warc{}", std::env::consts::EXE_SUFFIX);
+    let example = exe.parent().and_then(Path::parent).unwrap().join("examples").join(name);
+    assert!(example.exists(), "cargo test builds the examples first: {}", example.display());
+    let (dir, idx) = index_dir();
+    let mut warc = Vec::new();
+    for (i, name) in PAGES.iter().chain(&PAGES[..2]).enumerate() {
+        warc.extend(warc_record(
+            "response",
+            &format!("<urn:uuid:{i}>"),
+            &[("WARC-Target-URI", name)],
+            demo_response(name),
+        ));
+    }
+    let crawl = dir.path().join("crawl.warc");
+    std::fs::write(&crawl, &warc).unwrap();
+    let (by_add, by_example) = (dir.path().join("add.warc"), dir.path().join("example.warc"));
+    ok(&["create", &idx]);
+    let path = |p: &Path| p.to_str().unwrap().to_owned();
+    ok(&["add", &idx, &path(&crawl), "--skip-similar", "0.5", "--kept", &path(&by_add)]);
+    let run = Command::new(&example)
+        .args([dir.path().join("example.ndx"), crawl.clone(), by_example.clone()])
+        .arg("0.5")
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let (added, example) = (std::fs::read(&by_add).unwrap(), std::fs::read(&by_example).unwrap());
+    assert!(!added.is_empty() && added.len() < warc.len(), "some pages kept, some not");
+    assert_eq!(String::from_utf8_lossy(&example), String::from_utf8_lossy(&added));
+}
+
 /// `add --skip-similar --kept out.warc.gz` on a crawl: the WARC records
 /// of the pages kept, as read, each in a gzip member of its own, and the
 /// pages kept are those brute force keeps.
