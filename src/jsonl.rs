@@ -61,11 +61,14 @@ pub fn read_jsonl_lines_from<'a>(
     // is decoding the whole.
     let mut line = 0;
     let mut failed = false;
+    // Each line is handed out in a buffer of its own, sized by the line
+    // before it: one allocation a line, not a doubling series.
+    let mut size_hint = 256;
     std::iter::from_fn(move || loop {
         if failed {
             return None;
         }
-        let mut raw = Vec::new();
+        let mut raw = Vec::with_capacity(size_hint);
         match reader.read_until(b'\n', &mut raw) {
             Ok(0) => return None,
             Ok(_) => {}
@@ -76,6 +79,7 @@ pub fn read_jsonl_lines_from<'a>(
             }
         }
         line += 1;
+        size_hint = raw.len() + 1;
         if raw.last() == Some(&b'\n') {
             raw.pop();
         }

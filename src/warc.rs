@@ -146,7 +146,7 @@ impl<'r> WarcReader<'r> {
             (&mut self.input).take(2).read_to_end(&mut first)?;
             self.sniffed = true;
             let rest = std::mem::replace(&mut self.input, Box::new(std::io::empty()));
-            self.input = if Some(first.as_slice()) == magic("gzip") {
+            self.input = if starts_as("gzip", &first) {
                 Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(first).chain(rest)))
             } else {
                 Box::new(std::io::Cursor::new(first).chain(rest))
@@ -557,8 +557,7 @@ pub fn parse_http_response(block: &[u8]) -> Option<HttpResponse> {
         }
     }
     if content.is_none() {
-        let sniffed =
-            ["gzip", "zstd"].into_iter().find(|&coding| magic(coding).is_some_and(|m| payload.starts_with(m)));
+        let sniffed = ["gzip", "zstd"].into_iter().find(|&coding| starts_as(coding, &payload));
         if let Some(Ok(Some(decoded))) = sniffed.map(|coding| decode(coding, &payload)) {
             payload = decoded.into();
         }
@@ -644,7 +643,7 @@ fn decode(coding: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
     }
     // A stream with its coding's magic bytes that gives nothing (cut or
     // damaged inside its first block: zstd's are 128 KiB) is no page.
-    if read.is_err() && out.is_empty() && magic(coding).is_some_and(|m| bytes.starts_with(m)) {
+    if read.is_err() && out.is_empty() && starts_as(coding, bytes) {
         return Err(format!("{coding} payload broken"));
     }
     // A stream that breaks off (a truncated record) keeps what it gave.
@@ -652,14 +651,15 @@ fn decode(coding: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
     Ok(decoded.then_some(out))
 }
 
-/// The bytes a stream in this coding starts with, for the codings that
-/// have them.
-fn magic(coding: &str) -> Option<&'static [u8]> {
-    match coding {
-        "gzip" | "x-gzip" => Some(&[0x1f, 0x8b]),
-        "zstd" => Some(&[0x28, 0xb5, 0x2f, 0xfd]),
-        _ => None,
-    }
+/// Whether `bytes` start with the magic bytes of a `gzip` (`x-gzip`) or
+/// `zstd` stream; false for other codings, which have none.
+pub fn starts_as(coding: &str, bytes: &[u8]) -> bool {
+    let magic: &[u8] = match coding {
+        "gzip" | "x-gzip" => &[0x1f, 0x8b],
+        "zstd" => &[0x28, 0xb5, 0x2f, 0xfd],
+        _ => return false,
+    };
+    bytes.starts_with(magic)
 }
 
 /// What `reader` decodes, up to one byte past [`MAX_DECODED_PAYLOAD`], and

@@ -787,6 +787,31 @@ fn page_path(dir: &tempfile::TempDir) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// What `add --skip-similar τ` must leave out, by brute force over `all`
+/// (an index of every document): every pair at τ, then in input order
+/// (`position` of a key) a document is kept unless it reaches τ with one
+/// kept before it. For each document, the kept ones before it that it
+/// reaches, with their similarity, by position: empty for one kept.
+fn refused_by_brute_force(
+    all: &str,
+    tau: &str,
+    documents: usize,
+    position: impl Fn(&Value) -> usize,
+) -> Vec<Vec<(usize, f64)>> {
+    let mut similar = vec![Vec::new(); documents];
+    for p in ok(&["pairs", all, "--threshold", tau, "--brute-force"]) {
+        let (a, b) = (position(&p["a"]), position(&p["b"]));
+        similar[a.max(b)].push((a.min(b), p["similarity"].as_f64().unwrap()));
+    }
+    let mut refused_by: Vec<Vec<(usize, f64)>> = Vec::with_capacity(documents);
+    for earlier in similar {
+        let mut by: Vec<(usize, f64)> = earlier.into_iter().filter(|&(j, _)| refused_by[j].is_empty()).collect();
+        by.sort_by_key(|&(j, _)| j);
+        refused_by.push(by);
+    }
+    refused_by
+}
+
 /// `examples/dedup_warc.rs`, the same deduplication through the library,
 /// keeps what `add --skip-similar --kept` keeps, byte for byte.
 #[test]
@@ -866,18 +891,10 @@ fn add_kept_writes_the_warc_records_of_the_pages_added() {
     let kept_path = kept_file.to_str().unwrap();
     let tau = "0.5";
     let out = ok(&["add", idx, first, second, "--skip-similar", tau, "--kept", kept_path]);
-    // Brute force: in input order, a page is kept unless it reaches τ
-    // with a page kept before it.
     ok(&["add", all, first, second]);
-    let pairs = ok(&["pairs", all, "--threshold", tau, "--brute-force"]);
     let position = |key: &Value| documents.iter().position(|(id, _)| key.as_str() == Some(id)).unwrap();
-    let mut kept = vec![true; documents.len()];
-    for i in 0..documents.len() {
-        kept[i] = !pairs.iter().any(|p| {
-            let (a, b) = (position(&p["a"]), position(&p["b"]));
-            (a.max(b) == i) && kept[a.min(b)]
-        });
-    }
+    let kept: Vec<bool> =
+        refused_by_brute_force(all, tau, documents.len(), position).iter().map(Vec::is_empty).collect();
     let refused = kept.iter().filter(|k| !**k).count();
     assert!(refused >= 3 && refused < documents.len() - 2, "{kept:?}: a test that exercises both outcomes");
     assert_eq!(out.len() - 1, refused, "{out:?}");
@@ -943,26 +960,16 @@ fn add_skip_similar_keeps_what_brute_force_keeps() {
     let kept_path = kept_file.to_str().unwrap();
     let out = ok(&["add", idx, jsonl, "--batch", "50", "--skip-similar", "0.6", "--kept", kept_path]);
     let (summary, refused) = out.split_last().unwrap();
-    // Brute force: every pair, then in input order a text is kept unless
-    // it reaches τ with a text kept before it.
     ok(&["add", all, jsonl]);
-    let pairs = ok(&["pairs", all, "--threshold", "0.6", "--brute-force"]);
     let index_of = |k: &Value| k.as_str().unwrap()[1..].parse::<usize>().unwrap();
-    let mut similar = vec![Vec::new(); 400];
-    for p in &pairs {
-        let (a, b) = (index_of(&p["a"]), index_of(&p["b"]));
-        similar[a.max(b)].push((a.min(b), p["similarity"].as_f64().unwrap()));
-    }
-    let mut kept = vec![false; 400];
-    let mut expected = Vec::new();
-    for i in 0..400 {
-        let mut by: Vec<(usize, f64)> = similar[i].iter().copied().filter(|&(j, _)| kept[j]).collect();
-        by.sort_by_key(|&(j, _)| j);
-        kept[i] = by.is_empty();
-        if !kept[i] {
-            expected.push((format!("k{i}"), by));
-        }
-    }
+    let refused_by = refused_by_brute_force(all, "0.6", 400, index_of);
+    let kept: Vec<bool> = refused_by.iter().map(Vec::is_empty).collect();
+    let expected: Vec<(String, Vec<(usize, f64)>)> = refused_by
+        .into_iter()
+        .enumerate()
+        .filter(|(_, by)| !by.is_empty())
+        .map(|(i, by)| (format!("k{i}"), by))
+        .collect();
     let found: Vec<(String, Vec<(usize, f64)>)> = refused
         .iter()
         .map(|r| {

@@ -966,7 +966,7 @@ fn read_input(
     turn: &mut Turn,
 ) -> Result<(), String> {
     let head = input.fill_buf().map_err(|e| format!("{name}: {e}"))?;
-    let zstd = head.starts_with(&ZSTD_MAGIC);
+    let zstd = neardex::warc::starts_as("zstd", head);
     let dictionary_frame = head.starts_with(&ZSTD_DICTIONARY_MAGIC);
     let (kind, decoder): (&str, Box<dyn Read + '_>) = if zstd || dictionary_frame {
         let dictionary = if dictionary_frame {
@@ -978,7 +978,7 @@ fn read_input(
             zstd::stream::read::Decoder::with_dictionary(input, &dictionary).map_err(|e| format!("{name}: {e}"))?;
         decoder.window_log_max(31).map_err(|e| format!("{name}: {e}"))?;
         ("zstd", Box::new(decoder))
-    } else if head.starts_with(&[0x1f, 0x8b]) && format != Format::Warc {
+    } else if neardex::warc::starts_as("gzip", head) && format != Format::Warc {
         ("gzip", Box::new(flate2::read::MultiGzDecoder::new(input)))
     } else {
         return read_documents(name, input, format, options, turn);
@@ -991,7 +991,6 @@ fn read_input(
     Ok(())
 }
 
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// A skippable frame of magic 0x184D2A5D: a `.warc.zst` file's dictionary.
 const ZSTD_DICTIONARY_MAGIC: [u8; 4] = [0x5d, 0x2a, 0x4d, 0x18];
 /// The largest dictionary frame read (Archive Team's are a few hundred KB).
@@ -1012,7 +1011,7 @@ fn zstd_dictionary(input: &mut impl std::io::BufRead) -> std::io::Result<Vec<u8>
     if dictionary.len() < size as usize {
         return Err(std::io::Error::other("the zstd dictionary frame is cut short"));
     }
-    if dictionary.starts_with(&ZSTD_MAGIC) {
+    if neardex::warc::starts_as("zstd", &dictionary) {
         let mut decoded = Vec::new();
         let decoder = zstd::stream::read::Decoder::new(dictionary.as_slice())?;
         decoder.take(u64::from(MAX_ZSTD_DICTIONARY) + 1).read_to_end(&mut decoded)?;
