@@ -1428,26 +1428,34 @@ impl Searcher {
     pub fn warm_up(&self, warm_up: WarmUp) {
         use super::segment::SectionKind as S;
         use rayon::prelude::*;
+        // The frequencies last: set Jaccard leaves them out.
         const READ_BY_QUERIES: [S; 11] = [
             S::PostingKeys,
             S::BandKeys,
             S::Docs,
             S::Lengths,
             S::Hashes,
-            S::Freqs,
-            S::FreqEscapes,
             S::PostingOffsets,
             S::PostingData,
             S::BandOffsets,
             S::BandData,
+            S::Freqs,
+            S::FreqEscapes,
         ];
+        // Under set Jaccard no query reads a frequency (Segment::overlap,
+        // Segment::vector_for): those pages stay unmapped.
+        let read: &[S] = if self.signer.config().similarity == Similarity::SetJaccard {
+            &READ_BY_QUERIES[..READ_BY_QUERIES.len() - 2]
+        } else {
+            &READ_BY_QUERIES
+        };
         let segments: Vec<_> = self.state.segments.values().collect();
         segments.par_iter().for_each(|loaded| {
             let segment = &loaded.segment;
             // Pages first: building a directory reads its whole key
             // section, faster once the pages are mapped in one call.
             if warm_up == WarmUp::Pages {
-                segment.populate(&READ_BY_QUERIES);
+                segment.populate(read);
                 segment.prepare_band_lookups();
             } else if !segment.lookups_prepared() {
                 segment.populate(&[S::PostingKeys]);
@@ -1531,7 +1539,7 @@ impl Searcher {
                     // Read where the probe was found, not looked up by id
                     // in every segment's id index.
                     let vector = match segments.get(place.0 as usize) {
-                        Some(loaded) => loaded.segment.vector(place.1)?,
+                        Some(loaded) => loaded.segment.vector_for(place.1, measure)?,
                         None => self.vector_of(probe.id)?,
                     };
                     let mut sink = Sink::threshold(tau);

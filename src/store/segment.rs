@@ -1517,19 +1517,41 @@ impl<B: AsRef<[u8]>> Segment<B> {
             .ok_or_else(|| self.corrupted(SectionKind::Hashes, entry.first as usize * 8, "vector not strictly sorted"))
     }
 
+    /// The vector of the document at `ordinal` as `measure` sees it: under
+    /// set Jaccard its hashes, each with frequency 1, read without the
+    /// freqs section (the self-join's probes: a word-shingle index's
+    /// frequencies are an eighth of its vectors' bytes, pages the measure
+    /// never needs); under the others [`Segment::vector`].
+    ///
+    /// # Errors
+    /// As [`Segment::vector`] (the frequencies unchecked under set Jaccard).
+    pub fn vector_for(&self, ordinal: u32, measure: Similarity) -> Result<SignatureVector, IndexError> {
+        if measure != Similarity::SetJaccard {
+            return self.vector(ordinal);
+        }
+        let entry = self.entry(ordinal)?;
+        let (first, distinct) = (entry.first as usize, entry.distinct as usize);
+        let hashes = self.section(SectionKind::Hashes);
+        let out_hashes = (0..distinct).map(|j| le_u64(hashes, (first + j) * 8)).collect();
+        SignatureVector::from_sorted(out_hashes, vec![1; distinct])
+            .ok_or_else(|| self.corrupted(SectionKind::Hashes, first * 8, "vector not strictly sorted"))
+    }
+
     /// The similarity of `query` to the document at `ordinal` under
     /// `measure`, intersected in place (no vector is built): the query's
-    /// verification step.
+    /// verification step. Under set Jaccard, which counts shared hashes,
+    /// the frequencies are not read.
     ///
     /// # Errors
     /// [`IndexError::Corrupted`] when the stored vector, as far as the
-    /// intersection reads it, is not strictly ascending with non-zero
-    /// frequencies.
+    /// intersection reads it, is not strictly ascending, or (under the
+    /// measures that weigh them) has a zero frequency.
     pub fn overlap(&self, ordinal: u32, query: &SignatureVector, measure: Similarity) -> Result<Overlap, IndexError> {
         let entry = self.entry(ordinal)?;
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
         let hashes = &self.section(SectionKind::Hashes)[first * 8..(first + distinct) * 8];
-        let freqs = self.freqs_of(first, distinct);
+        let weighed = measure != Similarity::SetJaccard;
+        let freqs = if weighed { self.freqs_of(first, distinct) } else { &[] };
         let (qh, qf) = (query.hashes(), query.freqs());
         let (mut i, mut j) = (0, 0);
         let (mut min_sum, mut shared) = (0u64, 0u64);
@@ -1546,8 +1568,10 @@ impl<B: AsRef<[u8]>> Segment<B> {
                     j += 1;
                 }
                 std::cmp::Ordering::Equal => {
-                    let freq = self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?;
-                    min_sum += u64::from(qf[i].min(freq));
+                    if weighed {
+                        let freq = self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?;
+                        min_sum += u64::from(qf[i].min(freq));
+                    }
                     shared += 1;
                     previous = Some(hash);
                     i += 1;
@@ -2190,6 +2214,34 @@ mod tests {
             walked += 1;
         }
         assert_eq!(walked, seg.posting_key_count());
+    }
+
+    #[test]
+    fn set_jaccard_reads_no_frequencies() {
+        let bytes = build_segment(42, 2, docs());
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let stored = seg.vector(3).unwrap();
+        assert_eq!(seg.vector_for(3, Similarity::MultisetJaccard).unwrap(), stored);
+        let set = seg.vector_for(3, Similarity::SetJaccard).unwrap();
+        assert_eq!(set, SignatureVector::from_pairs([(5, 1), (9, 1)]));
+        let query = SignatureVector::from_pairs([(5, 3), (6, 1), (9, 1)]);
+        for measure in [Similarity::MultisetJaccard, Similarity::SetJaccard, Similarity::Containment] {
+            assert_eq!(seg.overlap(3, &query, measure).unwrap(), measure.overlap(&query, &stored), "{measure:?}");
+        }
+        // A frequency byte zeroed without its escape: an error under the
+        // measures that weigh frequencies, the same answer under set
+        // Jaccard, which never reads it.
+        let mut damaged = bytes.clone();
+        let first = seg.entry(3).unwrap().first as usize;
+        damaged[seg.section_offset(SectionKind::Freqs) + first] = 0;
+        let damaged = Segment::parse(damaged.as_slice(), "seg").unwrap();
+        assert!(damaged.vector_for(3, Similarity::MultisetJaccard).is_err());
+        assert!(damaged.overlap(3, &query, Similarity::MultisetJaccard).is_err());
+        assert_eq!(damaged.vector_for(3, Similarity::SetJaccard).unwrap(), set);
+        assert_eq!(
+            damaged.overlap(3, &query, Similarity::SetJaccard).unwrap(),
+            Similarity::SetJaccard.overlap(&query, &stored)
+        );
     }
 
     #[test]
