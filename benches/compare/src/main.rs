@@ -17,8 +17,11 @@
 //! `pages.bin` holds each page's HTML as a little-endian u32 length and the
 //! bytes; `text.txt` one line per page: its visible text as neardex's
 //! tokens, lower-cased and joined by single spaces, which is the text every
-//! shingling tool is given (so word 3-shingles are the same sets in every
-//! tool; the peers are spared HTML parsing).
+//! tool is given (so word 3-shingles are the same sets in every tool; the
+//! peers are spared HTML parsing). neardex signs SpotSigs from it too, which
+//! gives the vectors the HTML gives (`run_neardex` checks its sample and
+//! also times signing the HTML); `COMPARE_SPOTSIGS_INPUT=html` makes every
+//! SpotSigs run read `pages.bin` instead.
 
 #[path = "../../../tests/common/webcorpus.rs"]
 mod webcorpus;
@@ -107,20 +110,32 @@ impl Scheme {
         }
     }
 
-    /// The input file: HTML for SpotSigs, the token text for shingles.
+    /// The input file: the token text (`text.txt`), which every peer is
+    /// given too; for SpotSigs with `COMPARE_SPOTSIGS_INPUT=html`, the
+    /// pages' HTML (`pages.bin`: what a crawler hands it; the same vectors,
+    /// which `run_neardex` checks on its sample).
     fn input(self, dir: &Path) -> PathBuf {
         match self {
-            Scheme::Shingles => dir.join("text.txt"),
-            Scheme::SpotSigs => dir.join("pages.bin"),
+            Scheme::SpotSigs if std::env::var("COMPARE_SPOTSIGS_INPUT").is_ok_and(|v| v == "html") => {
+                dir.join("pages.bin")
+            }
+            _ => dir.join("text.txt"),
         }
     }
+}
 
-    pub fn sign(self, signer: &Signer, doc: &[u8], scratch: &mut neardex::Scratch) -> DocumentSignature {
-        match self {
-            Scheme::Shingles => signer.sign_text_with(std::str::from_utf8(doc).unwrap_or(""), scratch),
-            Scheme::SpotSigs => signer.sign_html_with(doc, scratch),
-        }
+/// Signs one document of `input` (text.txt lines are token text, pages.bin
+/// records HTML).
+pub fn sign(signer: &Signer, input: &Path, doc: &[u8], scratch: &mut neardex::Scratch) -> DocumentSignature {
+    if is_text(input) {
+        signer.sign_text_with(std::str::from_utf8(doc).unwrap_or(""), scratch)
+    } else {
+        signer.sign_html_with(doc, scratch)
     }
+}
+
+fn is_text(input: &Path) -> bool {
+    input.extension().is_some_and(|e| e == "txt")
 }
 
 /// Streams documents of `path` (pages.bin records or text.txt lines) in
@@ -134,11 +149,7 @@ pub struct Docs {
 impl Docs {
     pub fn open(path: &Path) -> Docs {
         let file = File::open(path).unwrap_or_else(|e| panic!("{}: {e} (run `gen` first)", path.display()));
-        Docs {
-            reader: BufReader::with_capacity(1 << 20, file),
-            lines: path.extension().is_some_and(|e| e == "txt"),
-            next: 0,
-        }
+        Docs { reader: BufReader::with_capacity(1 << 20, file), lines: is_text(path), next: 0 }
     }
 
     /// Up to `n` documents: (page number, bytes).
@@ -168,7 +179,7 @@ impl Docs {
 
 /// Reads `path` and signs every document on two threads, handing each
 /// chunk to `consume` in page order.
-pub fn sign_all(path: &Path, scheme: Scheme, signer: &Signer, mut consume: impl FnMut(Vec<(u64, DocumentSignature)>)) {
+pub fn sign_all(path: &Path, signer: &Signer, mut consume: impl FnMut(Vec<(u64, DocumentSignature)>)) {
     let (raw_tx, raw_rx) = sync_channel::<(usize, Vec<(u64, Vec<u8>)>)>(4);
     let raw_rx = Mutex::new(raw_rx);
     let (signed_tx, signed_rx) = sync_channel::<(usize, Vec<(u64, DocumentSignature)>)>(4);
@@ -190,7 +201,7 @@ pub fn sign_all(path: &Path, scheme: Scheme, signer: &Signer, mut consume: impl 
                     let next = raw_rx.lock().unwrap().recv();
                     let Ok((seq, chunk)) = next else { return };
                     let signed =
-                        chunk.into_iter().map(|(i, doc)| (i, scheme.sign(signer, &doc, &mut scratch))).collect();
+                        chunk.into_iter().map(|(i, doc)| (i, sign(signer, path, &doc, &mut scratch))).collect();
                     if signed_tx.send((seq, signed)).is_err() {
                         return;
                     }
@@ -525,7 +536,7 @@ fn requery_lsh(searcher: &neardex::store::Searcher, queries: &[neardex::Signatur
 
 /// The sample pages (of `n`) signed as queries, each with its document id
 /// (page number + `first`, the id of page 0).
-fn sample_queries(input: &Path, scheme: Scheme, signer: &Signer, n: u64, first: u64) -> Vec<(u64, DocumentSignature)> {
+fn sample_queries(input: &Path, signer: &Signer, n: u64, first: u64) -> Vec<(u64, DocumentSignature)> {
     let wanted: HashSet<u64> = sample(n).into_iter().collect();
     let mut queries = Vec::new();
     let mut docs = Docs::open(input);
@@ -537,7 +548,7 @@ fn sample_queries(input: &Path, scheme: Scheme, signer: &Signer, n: u64, first: 
         }
         for (i, doc) in chunk {
             if wanted.contains(&i) {
-                queries.push((first + i, scheme.sign(signer, &doc, &mut scratch)));
+                queries.push((first + i, sign(signer, input, &doc, &mut scratch)));
             }
         }
     }
@@ -594,7 +605,7 @@ fn lsh_banding(dir: &Path, scheme: Scheme, bands: u32, rows: u32) {
     let options = neardex::store::IndexOptions { background_maintenance: true, ..Default::default() };
     let index = Index::create_with(&index_dir, config, options).unwrap();
     let mut n = 0u64;
-    sign_all(&input, scheme, &signer, |chunk| {
+    sign_all(&input, &signer, |chunk| {
         n += chunk.len() as u64;
         let mut writer = index.writer().unwrap();
         let batch = chunk.iter().map(|(i, s)| (i.to_string(), Document::Signatures(s), Metadata::default()));
@@ -604,7 +615,7 @@ fn lsh_banding(dir: &Path, scheme: Scheme, bands: u32, rows: u32) {
     index.wait_for_maintenance();
     let searcher = index.searcher().unwrap();
     let first = searcher.get("0").unwrap().expect("page 0 is stored").id;
-    let queries = sample_queries(&input, scheme, &signer, n, first);
+    let queries = sample_queries(&input, &signer, n, first);
     // Twice, the second pass reported (warm, as `requery`).
     time_queries(&searcher, &queries, tau);
     let QueryTimes { exact, lsh, exact_found, lsh_found } = time_queries(&searcher, &queries, tau);
@@ -692,8 +703,25 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     // Signatures alone, both cores.
     let start = Instant::now();
     let mut n = 0u64;
-    sign_all(&input, scheme, &signer, |chunk| n += chunk.len() as u64);
+    sign_all(&input, &signer, |chunk| n += chunk.len() as u64);
     let sign_rate = n as f64 / start.elapsed().as_secs_f64();
+    // SpotSigs from the token text (the peers' input): what signing the
+    // pages' HTML costs instead, and a check that the sample's vectors are
+    // the same from either input.
+    let html_sign_rate = if scheme == Scheme::SpotSigs && is_text(&input) {
+        let pages = dir.join("pages.bin");
+        let start = Instant::now();
+        let mut m = 0u64;
+        sign_all(&pages, &signer, |chunk| m += chunk.len() as u64);
+        let rate = m as f64 / start.elapsed().as_secs_f64();
+        let vectors = |input: &Path| -> Vec<_> {
+            sample_queries(input, &signer, n, 0).into_iter().map(|(i, s)| (i, s.vector)).collect()
+        };
+        assert_eq!(vectors(&pages), vectors(&input), "SpotSigs vectors differ between HTML and token text");
+        format!("{rate:.0}")
+    } else {
+        "null".to_string()
+    };
 
     // Text to durable index: 1,000 documents per commit, flushes and
     // merges included.
@@ -713,7 +741,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     // The open writer and the documents it staged.
     let mut open: Option<(neardex::store::Writer<'_>, usize)> = None;
     let mut last = Instant::now();
-    sign_all(&input, scheme, &signer, |chunk| {
+    sign_all(&input, &signer, |chunk| {
         t_wait += last.elapsed().as_secs_f64();
         let t0 = Instant::now();
         let (mut writer, mut staged) = match open.take() {
@@ -772,7 +800,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
 
     // Single queries: the sample pages' own signatures, exact and LSH,
     // after the warm-up a long-running process does once (timed apart).
-    let queries = sample_queries(&input, scheme, &signer, n, first);
+    let queries = sample_queries(&input, &signer, n, first);
     let start = Instant::now();
     searcher.warm_up(neardex::store::WarmUp::Pages);
     let warm_up_secs = start.elapsed().as_secs_f64();
@@ -812,12 +840,13 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     write_pairs(&dir.join(format!("pairs-neardex-{}.txt", scheme.name())), &pairs);
     let disk = dir_bytes(&index_dir);
     println!(
-        "{{\"tool\": \"neardex-{}\", \"documents\": {n}, \"sign_docs_per_s\": {sign_rate:.0}, \
-         \"insert_docs_per_s\": {:.0}, \"ingest_seconds\": {ingest_secs:.2}, \"warm_up_seconds\": {warm_up_secs:.3}, \"query_p50_us\": {exact_p50:.1}, \
+        "{{\"tool\": \"neardex-{}\", \"documents\": {n}, \"input\": \"{}\", \"sign_docs_per_s\": {sign_rate:.0}, \
+         \"sign_html_docs_per_s\": {html_sign_rate}, \"insert_docs_per_s\": {:.0}, \"ingest_seconds\": {ingest_secs:.2}, \"warm_up_seconds\": {warm_up_secs:.3}, \"query_p50_us\": {exact_p50:.1}, \
          \"query_p99_us\": {exact_p99:.1}, \"warm_query_p50_us\": {warm_p50:.1}, \"warm_query_p99_us\": {warm_p99:.1}, \"lsh_query_p50_us\": {lsh_p50:.1}, \"lsh_query_p99_us\": {lsh_p99:.1}, \
          \"lsh_sample_recall\": {:.5}, \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \
          \"whole_job_seconds\": {:.2}, \"peak_rss_bytes\": {}, {}, \"disk_bytes\": {disk}, \"disk_over_vectors\": {:.3}}}",
         scheme.name(),
+        input.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned()),
         n as f64 / ingest_secs,
         if exact_found == 0 { 1.0 } else { lsh_found as f64 / exact_found as f64 },
         pairs.len(),

@@ -15,7 +15,15 @@
 //!   indexes its first `|x| − ⌈2τ|x|/(1 + τ)⌉ + 1` ranks; one thread;
 //! - a single query probes an index of every document's first
 //!   `|y| − ⌈τ|y|⌉ + 1` ranks with its own prefix, inside the size window
-//!   `[⌈τ|q|⌉, ⌊|q|/τ⌋]`.
+//!   `[⌈τ|q|⌉, ⌊|q|/τ⌋]`. It starts, as neardex's query does, from a
+//!   page's signature vector: its elements are looked up in the table of
+//!   ranks (an element no document holds ranks first) and sorted, then
+//!   probed. The same queries are also timed on the stored pages' ranks,
+//!   which the join computed: the probe alone (`ranked_query_*`).
+//!
+//! Its tables hash with one multiplication ([`Mix`]) and a query's scores
+//! sit in a dense array, as its join's do: a tuned baseline, not one slowed
+//! by SipHash.
 //!
 //! Thresholds are compared in integers (τ in parts per billion), as neardex
 //! does, so the two exact answers can be compared pair for pair.
@@ -48,30 +56,41 @@ fn meets(ppb: u64, overlap: u64, a: u64, b: u64) -> bool {
     u128::from(overlap) * u128::from(BILLION) >= u128::from(ppb) * u128::from(a + b - overlap)
 }
 
-fn overlap(x: &[u32], y: &[u32]) -> u64 {
-    let (mut i, mut j, mut o) = (0, 0, 0);
-    while i < x.len() && j < y.len() {
-        match x[i].cmp(&y[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                o += 1;
-                i += 1;
-                j += 1;
-            }
+/// A hasher for keys that are already hash values or small integers: one
+/// multiplication (Fibonacci hashing), so that the baseline's tables cost
+/// what a tuned implementation's would, not SipHash's.
+#[derive(Default, Clone, Copy)]
+pub struct Mix(u64);
+
+impl std::hash::Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
     }
-    o
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
-/// Documents as sorted element ranks.
+type Fast<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Mix>>;
+
+/// Documents as sorted element ranks, and the ranks of every element.
 pub struct Sets {
     pub docs: Vec<Vec<u32>>,
+    /// Each element's rank (ascending document frequency, ties by value).
+    rank: Fast<u64, u32>,
 }
 
 impl Sets {
     fn build(raw: Vec<Vec<u64>>) -> Sets {
-        let mut df: HashMap<u64, u32> = HashMap::new();
+        let mut df: Fast<u64, u32> = Fast::default();
         for doc in &raw {
             for &e in doc {
                 *df.entry(e).or_default() += 1;
@@ -79,7 +98,7 @@ impl Sets {
         }
         let mut order: Vec<(u32, u64)> = df.into_iter().map(|(e, f)| (f, e)).collect();
         order.sort_unstable();
-        let rank: HashMap<u64, u32> = order.into_iter().enumerate().map(|(r, (_, e))| (e, r as u32)).collect();
+        let rank: Fast<u64, u32> = order.into_iter().enumerate().map(|(r, (_, e))| (e, r as u32)).collect();
         let docs = raw
             .into_iter()
             .map(|doc| {
@@ -88,7 +107,26 @@ impl Sets {
                 ranks
             })
             .collect();
-        Sets { docs }
+        Sets { docs, rank }
+    }
+
+    /// A query document's elements as sorted ranks: what the query must do
+    /// with a document's signatures before it can take its prefix. An
+    /// element no stored document holds is rarer than all (document
+    /// frequency 0), ranked below every known one.
+    fn ranks_of(&self, elements: &[u64], out: &mut Vec<u32>) {
+        out.clear();
+        let mut unknown = 0u32;
+        for e in elements {
+            out.push(match self.rank.get(e) {
+                Some(&r) => r + elements.len() as u32,
+                None => {
+                    unknown += 1;
+                    unknown - 1
+                }
+            });
+        }
+        out.sort_unstable();
     }
 
     /// Every pair with Jaccard ≥ τ, one thread.
@@ -137,7 +175,7 @@ impl Sets {
             for &y in &touched {
                 if score[y as usize] > 0 {
                     let ys = &self.docs[y as usize];
-                    if meets(ppb, overlap(xs, ys), l, ys.len() as u64) {
+                    if meets(ppb, overlap(xs, 0, ys), l, ys.len() as u64) {
                         pairs.push((x.min(y), x.max(y)));
                     }
                 }
@@ -182,16 +220,20 @@ impl QueryIndex {
         QueryIndex { lists }
     }
 
-    /// Documents with Jaccard ≥ τ to `q` (itself included).
-    fn query(&self, sets: &Sets, q: &[u32], ppb: u64, score: &mut HashMap<u32, i32>) -> usize {
+    /// Documents with Jaccard ≥ τ to `q` (itself included), `q` as sorted
+    /// ranks from [`Sets::ranks_of`] (shifted by `shift`: the ranks of
+    /// stored documents are `rank`, a query's `rank + shift` so that its
+    /// unknown elements fit below). `score` holds a zero for every
+    /// document and is left so.
+    fn query(&self, sets: &Sets, q: &[u32], shift: u32, ppb: u64, score: &mut [i32], touched: &mut Vec<u32>) -> usize {
         let l = q.len() as u64;
         if l == 0 {
             return 0;
         }
         let (lo, hi) = (min_overlap_len(ppb, l) as usize, (l * BILLION / ppb) as usize);
         let probe = (l - min_overlap_len(ppb, l) + 1) as usize;
-        score.clear();
         for (i, &w) in q.iter().take(probe).enumerate() {
+            let Some(w) = w.checked_sub(shift) else { continue };
             let Some(list) = self.lists.get(w as usize) else { continue };
             let first = list.partition_point(|&(y, _)| sets.docs[y as usize].len() < lo);
             for &(y, j) in &list[first..] {
@@ -199,23 +241,50 @@ impl QueryIndex {
                 if ly > hi {
                     break;
                 }
-                let s = score.entry(y).or_insert(0);
+                let s = &mut score[y as usize];
                 if *s == i32::MIN {
                     continue;
+                }
+                if *s == 0 {
+                    touched.push(y);
                 }
                 let bound = (*s as u64) + (q.len() - i).min(ly - j as usize) as u64;
                 *s = if bound >= needed(ppb, l, ly as u64) { *s + 1 } else { i32::MIN };
             }
         }
-        score
-            .iter()
-            .filter(|(_, &s)| s > 0)
-            .filter(|(&y, _)| {
+        let mut found = 0;
+        for &y in touched.iter() {
+            if score[y as usize] > 0 {
                 let ys = &sets.docs[y as usize];
-                meets(ppb, overlap(q, ys), l, ys.len() as u64)
-            })
-            .count()
+                if meets(ppb, overlap(q, shift, ys), l, ys.len() as u64) {
+                    found += 1;
+                }
+            }
+            score[y as usize] = 0;
+        }
+        touched.clear();
+        found
     }
+}
+
+/// The overlap of two sorted rank lists: a stored document's ranks `y`,
+/// and `x`, a stored document's (`shift` 0) or a query's from
+/// [`Sets::ranks_of`] (ranks shifted by `shift`; those below it are
+/// elements no stored document holds).
+fn overlap(x: &[u32], shift: u32, y: &[u32]) -> u64 {
+    let (mut i, mut j, mut o) = (x.partition_point(|&r| r < shift), 0, 0);
+    while i < x.len() && j < y.len() {
+        match (x[i] - shift).cmp(&y[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                o += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    o
 }
 
 /// Elements of a signature vector under the scheme's measure.
@@ -232,18 +301,48 @@ fn elements(scheme: Scheme, hashes: &[u64], freqs: &[u32]) -> Vec<u64> {
     }
 }
 
+/// Runs `query(k)` for `k` in `0..count`, twice: the second pass's p50
+/// and p99 (µs) and the matches it found (as neardex's warm pass).
+fn two_passes(count: usize, mut query: impl FnMut(usize) -> usize) -> ((f64, f64), usize) {
+    let (mut times, mut found) = (Vec::new(), 0);
+    for _pass in 0..2 {
+        times.clear();
+        found = 0;
+        for k in 0..count {
+            let t = Instant::now();
+            found += query(k);
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    (percentiles(times), found)
+}
+
 pub fn run(dir: &Path, scheme: Scheme) {
     let signer = Signer::new(scheme.config()).unwrap();
     let ppb = u64::from(Threshold::new(TAU).unwrap().ppb());
+    // The sample pages whose queries are timed (corpus.json's count: the
+    // sample is taken before the signing, which keeps its vectors).
+    let corpus = std::fs::read_to_string(dir.join("corpus.json")).expect("corpus.json (run `gen` first)");
+    let documents: u64 = corpus
+        .split("\"documents\": ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .expect("corpus.json names its documents");
+    let wanted = sample(documents);
+    let mut vectors = Vec::with_capacity(wanted.len());
     let start = Instant::now();
     let mut raw = Vec::new();
-    sign_all(&scheme.input(dir), scheme, &signer, |chunk| {
-        for (_, s) in chunk {
+    sign_all(&scheme.input(dir), &signer, |chunk| {
+        for (i, s) in chunk {
             raw.push(elements(scheme, s.vector.hashes(), s.vector.freqs()));
+            if wanted.get(vectors.len()) == Some(&i) {
+                vectors.push(s.vector);
+            }
         }
     });
     let sign_secs = start.elapsed().as_secs_f64();
     let n = raw.len();
+    assert_eq!(n as u64, documents, "corpus.json's count");
     let start = Instant::now();
     let sets = Sets::build(raw);
     let rank_secs = start.elapsed().as_secs_f64();
@@ -256,19 +355,30 @@ pub fn run(dir: &Path, scheme: Scheme) {
     let start = Instant::now();
     let index = QueryIndex::build(&sets, ppb);
     let index_secs = start.elapsed().as_secs_f64();
-    let mut score = HashMap::new();
-    let mut times = Vec::new();
-    let mut found = 0;
-    for q in sample(n as u64) {
-        let t = Instant::now();
-        found += index.query(&sets, &sets.docs[q as usize], ppb, &mut score);
-        times.push(t.elapsed().as_secs_f64());
-    }
-    let (p50, p99) = percentiles(times);
+    // Single queries, each from a sample page's signature vector (what
+    // neardex's queries are given, signed before the timing as there):
+    // its elements, their ranks, then the prefix probe. Two passes, the
+    // second reported, as neardex's warm pass.
+    let mut score = vec![0i32; n];
+    let (mut touched, mut ranks) = (Vec::new(), Vec::new());
+    let ((p50, p99), found) = two_passes(vectors.len(), |k| {
+        let vector = &vectors[k];
+        let elements = elements(scheme, vector.hashes(), vector.freqs());
+        let shift = elements.len() as u32;
+        sets.ranks_of(&elements, &mut ranks);
+        index.query(&sets, &ranks, shift, ppb, &mut score, &mut touched)
+    });
+    // The same queries on the stored pages' ranks, computed at build time:
+    // the probe alone, in passes of their own (so that neither form finds
+    // the other's lists in the CPU caches).
+    let ((ranked_p50, ranked_p99), ranked_found) = two_passes(wanted.len(), |k| {
+        index.query(&sets, &sets.docs[wanted[k] as usize], 0, ppb, &mut score, &mut touched)
+    });
+    assert_eq!(found, ranked_found, "the two query forms find the same matches");
     println!(
         "{{\"tool\": \"prefix-{}\", \"documents\": {n}, \"sign_seconds\": {sign_secs:.2}, \"rank_seconds\": {rank_secs:.2}, \
          \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \"query_index_seconds\": {index_secs:.2}, \
-         \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"sample_matches\": {found}, \"peak_rss_bytes\": {}, {}}}",
+         \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"ranked_query_p50_us\": {ranked_p50:.1}, \"ranked_query_p99_us\": {ranked_p99:.1}, \"sample_matches\": {found}, \"peak_rss_bytes\": {}, {}}}",
         scheme.name(),
         pairs.len(),
         peak_rss(),
