@@ -29,6 +29,7 @@
 //! does, so the two exact answers can be compared pair for pair.
 
 use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::Instant;
 
@@ -81,15 +82,15 @@ impl std::hash::Hasher for Mix {
 
 type Fast<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Mix>>;
 
-/// Documents as sorted element ranks, and the ranks of every element.
+/// Documents as sorted element ranks.
 pub struct Sets {
     pub docs: Vec<Vec<u32>>,
-    /// Each element's rank (ascending document frequency, ties by value).
-    rank: Fast<u64, u32>,
 }
 
 impl Sets {
-    fn build(raw: Vec<Vec<u64>>) -> Sets {
+    /// The documents as ranks, and the elements in rank order (ascending
+    /// document frequency, ties by value).
+    fn build(raw: Vec<Vec<u64>>) -> (Sets, Vec<u64>) {
         let mut df: Fast<u64, u32> = Fast::default();
         for doc in &raw {
             for &e in doc {
@@ -98,35 +99,17 @@ impl Sets {
         }
         let mut order: Vec<(u32, u64)> = df.into_iter().map(|(e, f)| (f, e)).collect();
         order.sort_unstable();
-        let rank: Fast<u64, u32> = order.into_iter().enumerate().map(|(r, (_, e))| (e, r as u32)).collect();
+        let order: Vec<u64> = order.into_iter().map(|(_, e)| e).collect();
+        let rank = RankTable::of(&order);
         let docs = raw
             .into_iter()
             .map(|doc| {
-                let mut ranks: Vec<u32> = doc.iter().map(|e| rank[e]).collect();
+                let mut ranks: Vec<u32> = doc.iter().map(|e| rank.0[e]).collect();
                 ranks.sort_unstable();
                 ranks
             })
             .collect();
-        Sets { docs, rank }
-    }
-
-    /// A query document's elements as sorted ranks: what the query must do
-    /// with a document's signatures before it can take its prefix. An
-    /// element no stored document holds is rarer than all (document
-    /// frequency 0), ranked below every known one.
-    fn ranks_of(&self, elements: &[u64], out: &mut Vec<u32>) {
-        out.clear();
-        let mut unknown = 0u32;
-        for e in elements {
-            out.push(match self.rank.get(e) {
-                Some(&r) => r + elements.len() as u32,
-                None => {
-                    unknown += 1;
-                    unknown - 1
-                }
-            });
-        }
-        out.sort_unstable();
+        (Sets { docs }, order)
     }
 
     /// Every pair with Jaccard ≥ τ, one thread.
@@ -196,6 +179,35 @@ impl Sets {
     }
 }
 
+/// Each element's rank: what a query needs to put a new document's
+/// elements in the join's order.
+struct RankTable(Fast<u64, u32>);
+
+impl RankTable {
+    fn of(order: &[u64]) -> RankTable {
+        RankTable(order.iter().enumerate().map(|(r, &e)| (e, r as u32)).collect())
+    }
+
+    /// A query document's elements as sorted ranks: what the query must do
+    /// with a document's signatures before it can take its prefix. An
+    /// element no stored document holds is rarer than all (document
+    /// frequency 0), ranked below every known one.
+    fn ranks_of(&self, elements: &[u64], out: &mut Vec<u32>) {
+        out.clear();
+        let mut unknown = 0u32;
+        for e in elements {
+            out.push(match self.0.get(e) {
+                Some(&r) => r + elements.len() as u32,
+                None => {
+                    unknown += 1;
+                    unknown - 1
+                }
+            });
+        }
+        out.sort_unstable();
+    }
+}
+
 /// The query-side index: every document's probing prefix.
 struct QueryIndex {
     lists: Vec<Vec<(u32, u32)>>,
@@ -221,7 +233,7 @@ impl QueryIndex {
     }
 
     /// Documents with Jaccard ≥ τ to `q` (itself included), `q` as sorted
-    /// ranks from [`Sets::ranks_of`] (shifted by `shift`: the ranks of
+    /// ranks from [`RankTable::ranks_of`] (shifted by `shift`: the ranks of
     /// stored documents are `rank`, a query's `rank + shift` so that its
     /// unknown elements fit below). `score` holds a zero for every
     /// document and is left so.
@@ -269,7 +281,7 @@ impl QueryIndex {
 
 /// The overlap of two sorted rank lists: a stored document's ranks `y`,
 /// and `x`, a stored document's (`shift` 0) or a query's from
-/// [`Sets::ranks_of`] (ranks shifted by `shift`; those below it are
+/// [`RankTable::ranks_of`] (ranks shifted by `shift`; those below it are
 /// elements no stored document holds).
 fn overlap(x: &[u32], shift: u32, y: &[u32]) -> u64 {
     let (mut i, mut j, mut o) = (x.partition_point(|&r| r < shift), 0, 0);
@@ -344,13 +356,29 @@ pub fn run(dir: &Path, scheme: Scheme) {
     let n = raw.len();
     assert_eq!(n as u64, documents, "corpus.json's count");
     let start = Instant::now();
-    let sets = Sets::build(raw);
+    let (sets, order) = Sets::build(raw);
     let rank_secs = start.elapsed().as_secs_f64();
+    // The rank table is not held through the join (whose memory is the
+    // figure compared with neardex's all-pairs run): the elements in rank
+    // order wait in a file and the table is built again for the queries.
+    let mut spill = std::io::BufWriter::new(tempfile::tempfile().expect("a temporary file"));
+    for e in &order {
+        spill.write_all(&e.to_le_bytes()).expect("writing the rank order");
+    }
+    let mut spill = spill.into_inner().expect("writing the rank order");
+    drop(order);
 
     let start = Instant::now();
     let pairs = sets.self_join(ppb);
     let join_secs = start.elapsed().as_secs_f64();
+    let join_peak = peak_rss();
     write_pairs(&dir.join(format!("pairs-prefix-{}.txt", scheme.name())), &pairs);
+    let rank = {
+        let mut bytes = Vec::new();
+        spill.seek(SeekFrom::Start(0)).and_then(|_| spill.read_to_end(&mut bytes)).expect("reading the rank order");
+        let order: Vec<u64> = bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).collect();
+        RankTable::of(&order)
+    };
 
     let start = Instant::now();
     let index = QueryIndex::build(&sets, ppb);
@@ -365,7 +393,7 @@ pub fn run(dir: &Path, scheme: Scheme) {
         let vector = &vectors[k];
         let elements = elements(scheme, vector.hashes(), vector.freqs());
         let shift = elements.len() as u32;
-        sets.ranks_of(&elements, &mut ranks);
+        rank.ranks_of(&elements, &mut ranks);
         index.query(&sets, &ranks, shift, ppb, &mut score, &mut touched)
     });
     // The same queries on the stored pages' ranks, computed at build time:
@@ -378,7 +406,7 @@ pub fn run(dir: &Path, scheme: Scheme) {
     println!(
         "{{\"tool\": \"prefix-{}\", \"documents\": {n}, \"sign_seconds\": {sign_secs:.2}, \"rank_seconds\": {rank_secs:.2}, \
          \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \"query_index_seconds\": {index_secs:.2}, \
-         \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"ranked_query_p50_us\": {ranked_p50:.1}, \"ranked_query_p99_us\": {ranked_p99:.1}, \"sample_matches\": {found}, \"peak_rss_bytes\": {}, {}}}",
+         \"query_p50_us\": {p50:.1}, \"query_p99_us\": {p99:.1}, \"ranked_query_p50_us\": {ranked_p50:.1}, \"ranked_query_p99_us\": {ranked_p99:.1}, \"sample_matches\": {found}, \"join_peak_rss_bytes\": {join_peak}, \"peak_rss_bytes\": {}, {}}}",
         scheme.name(),
         pairs.len(),
         peak_rss(),
