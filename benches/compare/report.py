@@ -33,8 +33,9 @@ def fmt(value, digits=0):
 
 
 order = ["neardex-shingles", "neardex-spotsigs", "neardex-shingles-optimized", "neardex-spotsigs-optimized", "prefix-shingles", "prefix-spotsigs", "gaoya", "rensa", "datasketch"]
-print(f"Corpus: {corpus['documents']:,} generated pages (mean {corpus['mean_html_bytes']:,} bytes of HTML, "
-      f"{corpus['mean_words']} words of visible text; pool digest {corpus['digest']}); tau = 0.8; "
+what = corpus.get("source", "generated pages")
+print(f"Corpus: {corpus['documents']:,} {what} (mean {corpus['mean_html_bytes']:,} bytes of HTML, "
+      f"{corpus['mean_words']} words of visible text; digest {corpus['digest']}); tau = 0.8; "
       f"medians of {max(len(v) for v in runs.values())} runs.")
 print(f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}.")
 print()

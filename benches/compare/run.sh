@@ -4,6 +4,10 @@
 #
 #   bash benches/compare/run.sh [DOCS] [RUNS]      (defaults: 100000 3)
 #
+# DOCS is a number of generated pages, or `real`: the real pages of
+# ../shared/data (1,562 HTML pages and the 45 responses of its WARC
+# samples).
+#
 # Creates a Python virtual environment under benches/compare/target/venv
 # (datasketch, rensa, pinned in requirements.txt), builds the harness,
 # generates the corpus once per size under $COMPARE_DIR (default
@@ -27,8 +31,13 @@ bin=$here/target/release/neardex-compare
 
 mkdir -p "$work"
 if [ ! -f "$work/corpus.json" ]; then
-    echo "generating $docs pages in $work" >&2
-    "$bin" gen "$docs" "$work" >&2
+    if [ "$docs" = real ]; then
+        echo "writing the real pages of ../shared/data to $work" >&2
+        "$bin" real "$work" >&2
+    else
+        echo "generating $docs pages in $work" >&2
+        "$bin" gen "$docs" "$work" >&2
+    fi
 fi
 results=$work/results.jsonl
 # COMPARE_APPEND=1 keeps earlier results (tools run in several invocations,

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! neardex-compare gen N DIR                 pages.bin + text.txt for pages 0..N
+//! neardex-compare real DIR                  pages.bin + text.txt for the real pages of ../shared/data
 //! neardex-compare neardex DIR SCHEME        durable ingest, queries, all pairs (SCHEME: shingles|spotsigs);
 //!                                           with COMPARE_OPTIMIZE=1 then optimize, queries and all pairs again;
 //!                                           with COMPARE_BULK=N commits of N through a bulk writer
@@ -23,8 +24,10 @@
 //! also times signing the HTML); `COMPARE_SPOTSIGS_INPUT=html` makes every
 //! SpotSigs run read `pages.bin` instead.
 
-#[path = "../../../tests/common/webcorpus.rs"]
-mod webcorpus;
+#[path = "../../../tests/common/mod.rs"]
+mod common;
+
+use common::webcorpus;
 
 mod prefix;
 
@@ -54,6 +57,7 @@ fn main() {
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_else(|| usage());
     match arg(0) {
         "gen" => generate(arg(1).parse().unwrap_or_else(|_| usage()), Path::new(arg(2))),
+        "real" => real_pages(Path::new(arg(1))),
         "neardex" => run_neardex(Path::new(arg(1)), scheme(arg(2))),
         "requery" => requery(Path::new(arg(1)), scheme(arg(2))),
         "lsh" => lsh_banding(
@@ -71,7 +75,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: neardex-compare gen N DIR | neardex DIR SCHEME | requery DIR SCHEME | lsh DIR SCHEME BANDS ROWS | prefix DIR SCHEME | gaoya DIR | score TRUTH PAIRS"
+        "usage: neardex-compare gen N DIR | real DIR | neardex DIR SCHEME | requery DIR SCHEME | lsh DIR SCHEME BANDS ROWS | prefix DIR SCHEME | gaoya DIR | score TRUTH PAIRS"
     );
     std::process::exit(2)
 }
@@ -274,6 +278,62 @@ fn generate(n: u64, dir: &Path) {
          \"mean_html_bytes\": {}, \"mean_words\": {}, \"seconds\": {:.1}}}",
         corpus.sentences(),
         corpus.digest(),
+        html_bytes / n.max(1),
+        words / n.max(1),
+        start.elapsed().as_secs_f64()
+    );
+    std::fs::write(dir.join("corpus.json"), &info).unwrap();
+    println!("{info}");
+}
+
+/// Writes the real pages of `../shared/data` into `dir` as `generate`
+/// writes its corpus: the article-extraction benchmark's 181 pages and
+/// dragnet's 1,381 (`tests/common`), then the HTTP responses of the two
+/// WARC samples (16 Common Crawl, 29 ClueWeb12), each decoded with the
+/// charset its header names (ClueWeb's EUC-JP pages name it nowhere
+/// else) and stored as UTF-8.
+fn real_pages(dir: &Path) {
+    // ../shared/data beside the repository (common::shared_data looks
+    // beside this crate's manifest, two levels down).
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    if !data.is_dir() {
+        eprintln!("{} not found: the real pages live beside the repository", data.display());
+        std::process::exit(1);
+    }
+    std::fs::create_dir_all(dir).expect("corpus directory");
+    let start = Instant::now();
+    let mut pages: Vec<Vec<u8>> = common::all_pages(&data).into_iter().map(|page| page.html).collect();
+    let html_pages = pages.len();
+    for file in ["commoncrawl-sample.warc.gz", "clueweb12-quirk.warc.gz"] {
+        for response in common::warc_responses(&data.join("warc-samples").join(file)) {
+            let declared = response.charset.as_deref().and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()));
+            pages.push(neardex::text::decode_html(&response.payload, declared).into_owned().into_bytes());
+        }
+    }
+    let mut out = BufWriter::new(File::create(dir.join("pages.bin")).unwrap());
+    let mut text = BufWriter::new(File::create(dir.join("text.txt")).unwrap());
+    let mut tokens = neardex::text::Tokens::new();
+    let (mut html_bytes, mut words, mut digest) = (0u64, 0u64, 0u64);
+    for html in &pages {
+        tokens.tokenize(&neardex::text::html_bytes_to_text(html));
+        let line = tokens.joined();
+        out.write_all(&(html.len() as u32).to_le_bytes()).unwrap();
+        out.write_all(html).unwrap();
+        text.write_all(line.as_bytes()).unwrap();
+        text.write_all(b"\n").unwrap();
+        html_bytes += html.len() as u64;
+        words += if line.is_empty() { 0 } else { line.split(' ').count() as u64 };
+        digest = xxhash_rust::xxh3::xxh3_64_with_seed(html, digest);
+    }
+    out.flush().unwrap();
+    text.flush().unwrap();
+    let n = pages.len() as u64;
+    let info = format!(
+        "{{\"documents\": {n}, \"source\": \"the real pages of ../shared/data: {html_pages} HTML pages \
+         (article-extraction benchmark, dragnet) and {} WARC responses (Common Crawl, ClueWeb12)\", \
+         \"digest\": \"{digest:016x}\", \"html_bytes\": {html_bytes}, \"mean_html_bytes\": {}, \"mean_words\": {}, \
+         \"seconds\": {:.1}}}",
+        pages.len() - html_pages,
         html_bytes / n.max(1),
         words / n.max(1),
         start.elapsed().as_secs_f64()
