@@ -779,8 +779,10 @@ proptest! {
             let wanted = oracle::query(indexed.iter().copied(), q, measure, tau);
             prop_assert_eq!(s.query(q, tau).unwrap(), wanted);
         }
-        // Cases without a pair check nothing about the masks.
-        prop_assume!(!expected.is_empty());
+        // A case without a pair checks only that the join finds none (it
+        // was rejected, but a rejection counts against proptest's limit of
+        // 1,024: PROPTEST_CASES=20000 aborted after 6,252 cases, a seventh
+        // of them without a pair).
         prop_assert_eq!(got, expected);
     }
 }
