@@ -217,9 +217,9 @@ impl Ranks {
 /// exact. Deleted documents are counted, which also only costs look-ups.
 ///
 /// Built without merging the sources: the keys are cut by their top bits
-/// into ranges, on all cores, and each range's keys are read twice from
-/// every source (see [`SharedSignatures::of_sources`]), with small Bloom
-/// filters of the range's own in between.
+/// into ranges, on all cores, and each range's keys are read from every
+/// source once and walked twice (see [`SharedSignatures::of_sources`]),
+/// with small Bloom filters of the range's own in between.
 ///
 /// For each shared key it also keeps a superset of the segments that hold
 /// it ([`SegmentMasks`]): a probe looks a shared signature up only in
@@ -344,8 +344,10 @@ impl SharedSignatures {
     /// every source's keys in the range sets them in a Bloom filter of the
     /// range (`seen`), and those it already held, or whose list holds
     /// several documents, in another (`shared`), and those it already held
-    /// in a third (`listed_again`). A second pass, while the range's keys
-    /// are still in the core's cache, sets each key that `shared` holds in
+    /// in a third (`listed_again`), and keeps the keys it read in a buffer
+    /// of the range. A second pass over that buffer (the key sections are
+    /// decoded once), while it is still in the core's cache, sets each key
+    /// that `shared` holds in
     /// the result, with its source's bit: the range's part of the result
     /// is its own (small) slice. It counts each key `shared` rules out for
     /// the only document of its inline list, and each key `listed_again`
@@ -387,18 +389,24 @@ impl SharedSignatures {
             seen: RangeFilter::sized(per_range),
             shared: RangeFilter::sized(per_range),
             listed_again: RangeFilter::sized(per_range),
+            keys: Vec::with_capacity(per_range),
+            starts: Vec::with_capacity(sources.len() + 1),
         };
         // The first pass over a range: how many keys it set in `shared`,
         // and how many times a key was met again.
         let first_pass = |range: usize, local: &mut RangeFilters| {
             let (lo, hi) = Self::range_bounds(range);
-            let RangeFilters { seen, shared, listed_again } = local;
+            let RangeFilters { seen, shared, listed_again, keys, starts } = local;
             seen.clear();
             shared.clear();
             listed_again.clear();
+            keys.clear();
+            starts.clear();
             let (mut newly_shared, mut met_again) = (0usize, 0usize);
             for (source, _) in sources {
-                source.for_each_between(lo, hi, |key, several, _, _| {
+                starts.push(keys.len());
+                source.for_each_between(lo, hi, |key, several, only, index| {
+                    keys.push((key, index.map_or(u64::MAX, |i| i as u64), only.unwrap_or(u32::MAX)));
                     let again = seen.test_and_set(key);
                     let is_shared = again | several;
                     newly_shared += usize::from(is_shared & !shared.test_and_set_if(key, is_shared));
@@ -407,6 +415,7 @@ impl SharedSignatures {
                     Ok(())
                 })?;
             }
+            starts.push(keys.len());
             Ok::<_, IndexError>((newly_shared, met_again))
         };
         let sampled: Vec<(usize, usize)> = (0..ranges.div_ceil(step))
@@ -445,8 +454,7 @@ impl SharedSignatures {
             .enumerate()
             .try_for_each_init(filters, |local, (range, (own_words, own_cells))| {
                 first_pass(range, local)?;
-                let RangeFilters { shared, listed_again, .. } = &*local;
-                let (lo, hi) = Self::range_bounds(range);
+                let RangeFilters { shared, listed_again, keys, starts, .. } = &*local;
                 let (word_base, cell_base) = (range * words_per_range, range * cells_per_range);
                 // Fresh pages: written before any read, so that none is
                 // first mapped to the shared zero page and then copied on
@@ -459,11 +467,13 @@ impl SharedSignatures {
                 if all_counts.is_empty() {
                     all_counts.resize(documents, 0);
                 }
-                for ((&(source, bit), &(base, documents)), last_in_order) in
-                    sources.iter().zip(&bases).zip(&last_in_order)
+                for (((&(source, bit), &(base, documents)), last_in_order), from) in
+                    sources.iter().zip(&bases).zip(&last_in_order).zip(starts.windows(2))
                 {
                     let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
-                    source.for_each_between(lo, hi, |key, _, only, index| {
+                    for &(key, index, only) in keys.get(from[0]..from[1]).unwrap_or_default() {
+                        let only = (only != u32::MAX).then_some(only);
+                        let index = usize::try_from(index).ok().filter(|_| index != u64::MAX);
                         let held = shared.holds(key);
                         // The document that holds the key last in the
                         // join's order: the inline list's only one when
@@ -499,8 +509,7 @@ impl SharedSignatures {
                                 *cell |= bit & keep as u8;
                             }
                         }
-                        Ok(())
-                    })?;
+                    }
                 }
                 Ok::<(), IndexError>(())
             })?;
@@ -591,6 +600,13 @@ struct RangeFilters {
     seen: RangeFilter,
     shared: RangeFilter,
     listed_again: RangeFilter,
+    /// The range's keys as the first pass read them, source after source:
+    /// the key, its segment key index (`u64::MAX` for none) and its inline
+    /// list's only ordinal (`u32::MAX` for none). The second pass reads
+    /// them here instead of decoding the key sections again.
+    keys: Vec<(u64, u64, u32)>,
+    /// Where each source's keys start in `keys`, and where the last ends.
+    starts: Vec<usize>,
 }
 
 /// A Bloom filter of the keys of one range of [`SharedSignatures`]: as
