@@ -56,7 +56,6 @@ for tool in order:
           f"{fmt(rss and rss / 2**20)} | {fmt(disk and disk / 2**20)} | {fmt(median(tool, 'pairs'))} | "
           f"{fmt(s.get('recall'), 4)} | {fmt(s.get('precision'), 4)} |")
 print()
-ours = "neardex-shingles"
 
 
 def ratio(a_tool, a_key, b_tool, b_key, invert=False):
@@ -66,31 +65,34 @@ def ratio(a_tool, a_key, b_tool, b_key, invert=False):
     return b / a if invert else a / b
 
 
-print("| neardex (word 3-shingles) against | ingest × | query p50 speed-up | all pairs speed-up | whole job speed-up |")
-print("|---|---:|---:|---:|---:|")
-for peer in ["gaoya", "rensa", "datasketch", "prefix-shingles"]:
-    if peer not in runs:
+# One table of ratios: each signature kind neardex ran with against the
+# MinHash peers (word 3-shingles) and the prefix filter on its signatures.
+labels = {"shingles": "word 3-shingles", "spotsigs": "SpotSigs"}
+print("| neardex | against | ingest × | query p50 speed-up | all pairs speed-up | whole job speed-up |")
+print("|---|---|---:|---:|---:|---:|")
+for scheme, label in labels.items():
+    ours = f"neardex-{scheme}"
+    if ours not in runs:
         continue
-    print(f"| {peer} | {fmt(ratio(ours, 'insert_docs_per_s', peer, 'insert_docs_per_s'), 2)} | "
-          f"{fmt(ratio(ours, 'query_p50_us', peer, 'query_p50_us', invert=True), 2)} | "
-          f"{fmt(ratio(ours, 'all_pairs_seconds', peer, 'all_pairs_seconds', invert=True), 2)} | "
-          f"{fmt(ratio(ours, 'whole_job_seconds', peer, 'whole_job_seconds', invert=True), 2)} |")
-print(f"| prefix-spotsigs (neardex SpotSigs) | — | "
-      f"{fmt(ratio('neardex-spotsigs', 'query_p50_us', 'prefix-spotsigs', 'query_p50_us', invert=True), 2)} | "
-      f"{fmt(ratio('neardex-spotsigs', 'all_pairs_seconds', 'prefix-spotsigs', 'all_pairs_seconds', invert=True), 2)} | — |")
-# The prefix filter's queries start from a page's signature vector, as
-# neardex's do (the table's figures); its probe alone, on the ranks its
-# join computed for the stored page, is timed too.
-for scheme in ["shingles", "spotsigs"]:
+    for peer in ["gaoya", "rensa", "datasketch", f"prefix-{scheme}"]:
+        if peer not in runs:
+            continue
+        print(f"| {label} | {peer} | {fmt(ratio(ours, 'insert_docs_per_s', peer, 'insert_docs_per_s'), 2)} | "
+              f"{fmt(ratio(ours, 'query_p50_us', peer, 'query_p50_us', invert=True), 2)} | "
+              f"{fmt(ratio(ours, 'all_pairs_seconds', peer, 'all_pairs_seconds', invert=True), 2)} | "
+              f"{fmt(ratio(ours, 'whole_job_seconds', peer, 'whole_job_seconds', invert=True), 2)} |")
+    # The prefix filter's queries start from a page's signature vector, as
+    # neardex's do (the rows above); its probe alone, on the ranks its
+    # join computed for the stored page, is timed too.
     tool = f"prefix-{scheme}"
     if median(tool, "ranked_query_p50_us") is not None:
-        print(f"| {tool}, probe alone on stored ranks (neardex {scheme}, warm pass) | — | "
-              f"{fmt(ratio(f'neardex-{scheme}', 'warm_query_p50_us', tool, 'ranked_query_p50_us', invert=True), 2)} | — | — |")
-if "neardex-spotsigs-optimized" in runs:
-    # After Index::optimize (COMPARE_OPTIMIZE=1); its whole job includes the optimize.
-    print(f"| prefix-spotsigs (neardex SpotSigs, optimized index) | — | "
-          f"{fmt(ratio('neardex-spotsigs-optimized', 'query_p50_us', 'prefix-spotsigs', 'query_p50_us', invert=True), 2)} | "
-          f"{fmt(ratio('neardex-spotsigs-optimized', 'all_pairs_seconds', 'prefix-spotsigs', 'all_pairs_seconds', invert=True), 2)} | — |")
+        print(f"| {label}, warm pass | {tool}, probe alone on stored ranks | — | "
+              f"{fmt(ratio(ours, 'warm_query_p50_us', tool, 'ranked_query_p50_us', invert=True), 2)} | — | — |")
+    if f"{ours}-optimized" in runs:
+        # After Index::optimize (COMPARE_OPTIMIZE=1); its whole job includes the optimize.
+        print(f"| {label}, optimized index | {tool} | — | "
+              f"{fmt(ratio(f'{ours}-optimized', 'query_p50_us', tool, 'query_p50_us', invert=True), 2)} | "
+              f"{fmt(ratio(f'{ours}-optimized', 'all_pairs_seconds', tool, 'all_pairs_seconds', invert=True), 2)} | — |")
 print()
 warm = [f"{tool} {fmt(median(tool, 'warm_query_p50_us'), 1)} / {fmt(median(tool, 'warm_query_p99_us'), 1)}"
         for tool in ["neardex-shingles", "neardex-spotsigs"] if median(tool, "warm_query_p50_us") is not None]
@@ -115,9 +117,12 @@ if html is not None:
     # come from the pages' HTML (checked on the sample), more slowly.
     print(f"neardex SpotSigs signatures from the token text {fmt(median('neardex-spotsigs', 'sign_docs_per_s'))} docs/s, "
           f"from the pages' HTML {fmt(html)} docs/s.")
-lsh = runs.get(ours, [{}])[0]
-print(f"neardex LSH query path (word 3-shingles): p50 {fmt(median(ours, 'lsh_query_p50_us'), 1)} µs, "
-      f"p99 {fmt(median(ours, 'lsh_query_p99_us'), 1)} µs, recall on the query sample (matches other than the query page itself) {fmt(median(ours, 'lsh_sample_recall'), 4)}.")
+for scheme, label in labels.items():
+    ours = f"neardex-{scheme}"
+    if median(ours, "lsh_query_p50_us") is not None:
+        print(f"neardex LSH query path ({label}): p50 {fmt(median(ours, 'lsh_query_p50_us'), 1)} µs, "
+              f"p99 {fmt(median(ours, 'lsh_query_p99_us'), 1)} µs, recall on the query sample "
+              f"(matches other than the query page itself) {fmt(median(ours, 'lsh_sample_recall'), 4)}.")
 versions = {r["tool"]: r.get("version") for rs in runs.values() for r in rs if r.get("version")}
 gaoya = subprocess.run(["cargo", "tree", "--manifest-path", os.path.join(os.path.dirname(results_path), "..", "..", "..", "Cargo.toml"),
                         "-p", "gaoya", "--depth", "0"], capture_output=True, text=True).stdout.strip()
