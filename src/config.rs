@@ -162,6 +162,17 @@ impl MinHashConfig {
         Ok(MinHashConfig { permutations: p.permutations(), bands: p.bands, rows: p.rows })
     }
 
+    /// The banding that [`LshParams::for_recall`] picks: a pair of
+    /// similarity `tau` becomes a candidate with probability at least
+    /// `recall`, with at most `max_permutations` values.
+    ///
+    /// # Errors
+    /// As [`LshParams::for_recall`].
+    pub fn for_recall(tau: f64, recall: f64, max_permutations: u32) -> Result<Self, ConfigError> {
+        let p = LshParams::for_recall(tau, recall, max_permutations)?;
+        Ok(MinHashConfig { permutations: p.permutations(), bands: p.bands, rows: p.rows })
+    }
+
     /// The banding as [`LshParams`].
     pub fn lsh(self) -> LshParams {
         LshParams { bands: self.bands, rows: self.rows }

@@ -70,6 +70,17 @@ pub enum ConfigError {
     /// The fallback scheme is not word or character shingles (SpotSigs
     /// finding no signatures would find none again).
     FallbackScheme,
+    /// An LSH recall target outside (0, 1), or one that no banding of at
+    /// most `max_permutations` MinHash values reaches at τ
+    /// ([`LshParams::for_recall`](crate::sketch::LshParams::for_recall)).
+    LshRecall {
+        /// The recall asked for.
+        recall: f64,
+        /// The similarity it is asked at.
+        tau: f64,
+        /// The largest sketch allowed.
+        max_permutations: u32,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -97,6 +108,14 @@ impl fmt::Display for ConfigError {
                 write!(f, "frequency filter hash {position} is out of order (hashes must be distinct and ascending)")
             }
             ConfigError::FallbackScheme => write!(f, "the fallback scheme must be word or character shingles"),
+            ConfigError::LshRecall { recall, .. } if !(*recall > 0.0 && *recall < 1.0) => {
+                write!(f, "LSH recall {recall} is not in (0, 1)")
+            }
+            ConfigError::LshRecall { recall, tau, max_permutations } => write!(
+                f,
+                "no banding of at most {max_permutations} MinHash values makes a pair of similarity {tau} \
+                 an LSH candidate with probability {recall} or more"
+            ),
         }
     }
 }

@@ -154,6 +154,53 @@ fn optimal_banding_centres_the_s_curve_on_tau() {
     assert!(LshParams::optimal(0.8, 128, 0.0, 0.0).is_err());
 }
 
+/// A recall target: the banding reaches it at τ, and no other banding
+/// within the budget that reaches it has less area under its S-curve below
+/// τ (brute force over every (b, r), its own integration).
+#[test]
+fn recall_banding_reaches_the_recall_with_the_fewest_false_candidates() {
+    let area_below = |p: LshParams, tau: f64| {
+        let n = 2000;
+        (0..n).map(|i| p.probability((f64::from(i) + 0.5) * tau / f64::from(n))).sum::<f64>() * tau / f64::from(n)
+    };
+    for (tau, recall, max) in [(0.8, 0.99, 128), (0.8, 0.999, 128), (0.5, 0.95, 64), (0.9, 0.9, 200), (0.3, 0.5, 16)] {
+        let chosen = LshParams::for_recall(tau, recall, max).unwrap();
+        assert!(chosen.permutations() <= max);
+        assert!(chosen.probability(tau) >= recall, "τ {tau}: {chosen:?} at {}", chosen.probability(tau));
+        let fewest = area_below(chosen, tau);
+        for bands in 1..=max {
+            for rows in 1..=max / bands {
+                let other = LshParams { bands, rows };
+                if other.probability(tau) >= recall {
+                    assert!(
+                        area_below(other, tau) >= fewest - 1e-6,
+                        "τ {tau}, recall {recall}: {other:?} beats {chosen:?}"
+                    );
+                }
+            }
+        }
+    }
+    // The documented example, and more recall than the balanced default.
+    let strict = LshParams::for_recall(0.8, 0.99, 128).unwrap();
+    assert_eq!(strict, LshParams { bands: 16, rows: 6 });
+    assert!(strict.probability(0.8) > neardex::MinHashConfig::default().lsh().probability(0.8));
+    assert_eq!(
+        neardex::MinHashConfig::for_recall(0.8, 0.99, 128).unwrap(),
+        neardex::MinHashConfig { permutations: 96, bands: 16, rows: 6 }
+    );
+    // Out of (0, 1), or out of reach within the budget: a typed error.
+    for recall in [0.0, 1.0, 1.5, -0.1, f64::NAN] {
+        let err = LshParams::for_recall(0.8, recall, 128).unwrap_err();
+        assert!(matches!(err, neardex::ConfigError::LshRecall { .. }), "{recall}: {err:?}");
+        assert!(err.to_string().contains("not in (0, 1)"), "{err}");
+    }
+    // Four values at most: one row a band, 1 − 0.2⁴ = 0.9984 < 0.999.
+    let err = LshParams::for_recall(0.8, 0.999, 4).unwrap_err();
+    assert!(err.to_string().contains("no banding of at most 4"), "{err}");
+    assert!(LshParams::for_recall(0.0, 0.9, 128).is_err());
+    assert!(LshParams::for_recall(0.8, 0.9, 0).is_err());
+}
+
 /// The default banding is what the optimiser picks for τ = 0.8, P ≤ 128.
 #[test]
 fn default_banding_is_the_optimum_for_0_8() {

@@ -41,34 +41,46 @@ impl LshParams {
     /// [`ConfigError::OutOfRange`] for `max_permutations == 0` or weights
     /// that are negative, not finite, or both zero.
     pub fn optimal(tau: f64, max_permutations: u32, fp_weight: f64, fn_weight: f64) -> Result<Self, ConfigError> {
-        crate::Threshold::new(tau)?;
-        if max_permutations == 0 {
-            return Err(ConfigError::OutOfRange {
-                parameter: "max_permutations",
-                value: 0,
-                range: 1..=u64::from(u32::MAX),
-            });
-        }
+        check_budget(tau, max_permutations)?;
         let weights_ok = |w: f64| w.is_finite() && w >= 0.0;
         if !weights_ok(fp_weight) || !weights_ok(fn_weight) || fp_weight + fn_weight == 0.0 {
             return Err(ConfigError::OutOfRange { parameter: "lsh error weights", value: 0, range: 0..=u64::MAX });
         }
-        let mut best: Option<(f64, LshParams)> = None;
-        for bands in 1..=max_permutations {
-            for rows in 1..=max_permutations / bands {
-                let fp = integrate(|s| s_curve(s, bands, rows), 0.0, tau);
-                let fn_ = integrate(|s| 1.0 - s_curve(s, bands, rows), tau, 1.0);
-                let cost = fp_weight * fp + fn_weight * fn_;
-                let better = match best {
-                    None => true,
-                    Some((c, p)) => cost < c - 1e-12 || ((cost - c).abs() <= 1e-12 && bands * rows < p.bands * p.rows),
-                };
-                if better {
-                    best = Some((cost, LshParams { bands, rows }));
-                }
-            }
+        let best = least_cost(max_permutations, |p| {
+            let fp = integrate(|s| p.probability(s), 0.0, tau);
+            let fn_ = integrate(|s| 1.0 - p.probability(s), tau, 1.0);
+            Some(fp_weight * fp + fn_weight * fn_)
+        });
+        Ok(best.unwrap_or(LshParams { bands: 1, rows: 1 }))
+    }
+
+    /// The (b, r) with b·r ≤ `max_permutations` under which a pair of
+    /// similarity τ becomes a candidate with probability at least `recall`
+    /// (`1 − (1 − τ^r)^b ≥ recall`; pairs above τ more often), with the
+    /// least area under the S-curve below τ (the fewest candidates that
+    /// verification will reject). Ties go to fewer permutations. For an
+    /// LSH path that should miss few pairs at τ: at τ = 0.8 and P ≤ 128,
+    /// `recall` 0.99 gives 16 bands of 6 rows.
+    ///
+    /// The probability is that of the MinHash estimate of the pair's *set*
+    /// Jaccard: under multiset Jaccard or containment a pair at τ may have
+    /// another set similarity.
+    ///
+    /// # Errors
+    /// [`ConfigError::Threshold`] for τ outside (0, 1];
+    /// [`ConfigError::OutOfRange`] for `max_permutations == 0`;
+    /// [`ConfigError::LshRecall`] for `recall` outside (0, 1), or when no
+    /// banding within `max_permutations` reaches it.
+    pub fn for_recall(tau: f64, recall: f64, max_permutations: u32) -> Result<Self, ConfigError> {
+        check_budget(tau, max_permutations)?;
+        let unreachable = ConfigError::LshRecall { recall, tau, max_permutations };
+        if !(recall > 0.0 && recall < 1.0) {
+            return Err(unreachable);
         }
-        Ok(best.map(|(_, p)| p).unwrap_or(LshParams { bands: 1, rows: 1 }))
+        let best = least_cost(max_permutations, |p| {
+            (p.probability(tau) >= recall).then(|| integrate(|s| p.probability(s), 0.0, tau))
+        });
+        best.ok_or(unreachable)
     }
 
     /// The number of MinHash values this banding uses, b·r.
@@ -80,6 +92,40 @@ impl LshParams {
     pub fn probability(self, s: f64) -> f64 {
         s_curve(s, self.bands, self.rows)
     }
+}
+
+/// τ in (0, 1] and a budget of at least one MinHash value.
+fn check_budget(tau: f64, max_permutations: u32) -> Result<(), ConfigError> {
+    crate::Threshold::new(tau)?;
+    if max_permutations == 0 {
+        return Err(ConfigError::OutOfRange {
+            parameter: "max_permutations",
+            value: 0,
+            range: 1..=u64::from(u32::MAX),
+        });
+    }
+    Ok(())
+}
+
+/// The banding with b·r ≤ `max_permutations` of the least `cost` (`None`:
+/// not a candidate), ties to fewer permutations; `None` when no banding
+/// is a candidate.
+fn least_cost(max_permutations: u32, cost: impl Fn(LshParams) -> Option<f64>) -> Option<LshParams> {
+    let mut best: Option<(f64, LshParams)> = None;
+    for bands in 1..=max_permutations {
+        for rows in 1..=max_permutations / bands {
+            let params = LshParams { bands, rows };
+            let Some(c) = cost(params) else { continue };
+            let better = match best {
+                None => true,
+                Some((b, p)) => c < b - 1e-12 || ((c - b).abs() <= 1e-12 && bands * rows < p.bands * p.rows),
+            };
+            if better {
+                best = Some((c, params));
+            }
+        }
+    }
+    best.map(|(_, p)| p)
 }
 
 /// Simpson's rule with 256 intervals; the integrands are smooth polynomials.

@@ -96,6 +96,12 @@ struct SchemeArgs {
     /// query --lsh finds few matches far below it).
     #[arg(long)]
     lsh_threshold: Option<f64>,
+    /// Band so that a pair at the LSH threshold becomes a candidate of
+    /// query --lsh with at least this probability, e.g. 0.99 (default: the
+    /// banding that weighs missed and false candidates alike, which misses
+    /// more near τ).
+    #[arg(long)]
+    lsh_recall: Option<f64>,
 }
 
 #[derive(Subcommand)]
@@ -856,9 +862,16 @@ fn config_for(args: &SchemeArgs) -> Result<SignatureConfig, String> {
         "containment" => Similarity::Containment,
         other => return Err(format!("unknown similarity {other:?} (use multiset, set or containment)")),
     };
-    if let Some(tau) = args.lsh_threshold {
-        config.minhash =
-            neardex::MinHashConfig::for_threshold(tau, 128).map_err(|e| format!("--lsh-threshold: {e}"))?;
+    match (args.lsh_threshold, args.lsh_recall) {
+        (tau, Some(recall)) => {
+            config.minhash = neardex::MinHashConfig::for_recall(tau.unwrap_or(0.8), recall, 128)
+                .map_err(|e| format!("--lsh-recall: {e}"))?;
+        }
+        (Some(tau), None) => {
+            config.minhash =
+                neardex::MinHashConfig::for_threshold(tau, 128).map_err(|e| format!("--lsh-threshold: {e}"))?;
+        }
+        (None, None) => {}
     }
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)
