@@ -1334,10 +1334,8 @@ impl Searcher {
             // The buckets are read in place and their ordinals gathered,
             // then each candidate is verified once, in place.
             candidates.clear();
-            for &key in &query.band_keys {
-                if let Some(bucket) = segment.band_list(key)? {
-                    candidates.extend(bucket.iter_in(0..segment.doc_count()));
-                }
+            for bucket in segment.band_lists(&query.band_keys)?.into_iter().flatten() {
+                candidates.extend(bucket.iter_in(0..segment.doc_count()));
             }
             candidates.sort_unstable();
             candidates.dedup();

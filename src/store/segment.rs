@@ -1625,7 +1625,31 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &self,
         hashes: impl IntoIterator<Item = Option<u64>>,
     ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
-        let (keys, directory) = self.keys_and_directory(&self.directory, SectionKind::PostingKeys);
+        let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
+        self.lists_in_stages(&self.directory, kinds, hashes)
+    }
+
+    /// [`Segment::band_list`] of each of `keys`, in the stages of
+    /// [`Segment::posting_lists`]: the LSH query's look-ups, whose misses
+    /// then overlap.
+    ///
+    /// # Errors
+    /// As [`Segment::band_list`].
+    pub fn band_lists(&self, keys: &[u64]) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
+        let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
+        self.lists_in_stages(&self.band_directory, kinds, keys.iter().copied().map(Some))
+    }
+
+    /// The lists of `hashes` in a table (`kinds`: its keys, offsets and
+    /// data), found through `directory`, in stages (see
+    /// [`Segment::posting_lists`]).
+    fn lists_in_stages(
+        &self,
+        directory: &std::sync::OnceLock<KeyDirectory>,
+        (key_kind, offsets_kind, data_kind): (SectionKind, SectionKind, SectionKind),
+        hashes: impl IntoIterator<Item = Option<u64>>,
+    ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
+        let (keys, directory) = self.keys_and_directory(directory, key_kind);
         // Each hash with its bucket's key range (`None`: no directory).
         let ranges: Vec<(u64, Option<std::ops::Range<usize>>)> = hashes
             .into_iter()
@@ -1641,22 +1665,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
             }
         }
         std::hint::black_box(touched);
-        let positions: Vec<Option<usize>> = ranges
-            .into_iter()
-            .map(|(hash, range)| self.position_through(keys, range, SectionKind::PostingKeys, hash))
-            .collect();
-        let (offsets, width) = (self.section(SectionKind::PostingOffsets), self.entry_width());
+        let positions: Vec<Option<usize>> =
+            ranges.into_iter().map(|(hash, range)| self.position_through(keys, range, key_kind, hash)).collect();
+        let (offsets, width) = (self.section(offsets_kind), self.entry_width());
         let mut touched = 0u8;
         for &i in positions.iter().flatten() {
             touched ^= offsets.get(i * width).copied().unwrap_or(0);
         }
         std::hint::black_box(touched);
-        positions
-            .into_iter()
-            .map(|i| {
-                i.map(|i| self.list_in_place(SectionKind::PostingOffsets, SectionKind::PostingData, i)).transpose()
-            })
-            .collect()
+        positions.into_iter().map(|i| i.map(|i| self.list_in_place(offsets_kind, data_kind, i)).transpose()).collect()
     }
 
     /// List `i` of a bitmap table, read in place.
@@ -2544,6 +2561,12 @@ mod tests {
                 let found = segment.find_through(&segment.band_directory, SectionKind::BandKeys, probe);
                 assert_eq!(found, segment.find_key(SectionKind::BandKeys, probe), "{n} keys: {probe:x}");
             }
+            // The LSH query's staged look-ups answer as one at a time, for
+            // stored and absent keys mixed.
+            let mixed: Vec<u64> =
+                band_keys.iter().step_by(7).copied().chain((0..300).map(|_| next())).chain([0, u64::MAX]).collect();
+            let one_at_a_time: Vec<_> = mixed.iter().map(|&key| segment.band_list(key).unwrap()).collect();
+            assert_eq!(segment.band_lists(&mixed).unwrap(), one_at_a_time, "{n} band keys");
         }
     }
 
