@@ -158,8 +158,7 @@ impl MinHashConfig {
     /// # Errors
     /// As [`LshParams::optimal`].
     pub fn for_threshold(tau: f64, max_permutations: u32) -> Result<Self, ConfigError> {
-        let p = LshParams::optimal(tau, max_permutations, 0.5, 0.5)?;
-        Ok(MinHashConfig { permutations: p.permutations(), bands: p.bands, rows: p.rows })
+        LshParams::optimal(tau, max_permutations, 0.5, 0.5).map(Self::from)
     }
 
     /// The banding that [`LshParams::for_recall`] picks: a pair of
@@ -169,13 +168,19 @@ impl MinHashConfig {
     /// # Errors
     /// As [`LshParams::for_recall`].
     pub fn for_recall(tau: f64, recall: f64, max_permutations: u32) -> Result<Self, ConfigError> {
-        let p = LshParams::for_recall(tau, recall, max_permutations)?;
-        Ok(MinHashConfig { permutations: p.permutations(), bands: p.bands, rows: p.rows })
+        LshParams::for_recall(tau, recall, max_permutations).map(Self::from)
     }
 
     /// The banding as [`LshParams`].
     pub fn lsh(self) -> LshParams {
         LshParams { bands: self.bands, rows: self.rows }
+    }
+}
+
+impl From<LshParams> for MinHashConfig {
+    /// A sketch of exactly the values the banding uses, b·r.
+    fn from(p: LshParams) -> Self {
+        MinHashConfig { permutations: p.permutations(), bands: p.bands, rows: p.rows }
     }
 }
 

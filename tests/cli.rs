@@ -1173,13 +1173,13 @@ fn create_learns_a_frozen_frequency_filter_from_a_sample() {
     let recall = dir.path().join("recall");
     ok(&["create", recall.to_str().unwrap(), "--lsh-recall", "0.99"]);
     let minhash = &ok(&["stats", recall.to_str().unwrap()])[0]["minhash"];
-    let (b, r) = (minhash["bands"].as_u64().unwrap(), minhash["rows"].as_u64().unwrap());
-    assert!(b * r <= 128 && 1.0 - (1.0 - 0.8f64.powi(r as i32)).powi(b as i32) >= 0.99, "{minhash}");
+    let (b, r) = (minhash["bands"].as_u64().unwrap() as u32, minhash["rows"].as_u64().unwrap() as u32);
+    assert!(b * r <= 128 && neardex::sketch::s_curve(0.8, b, r) >= 0.99, "{minhash}");
     let low = dir.path().join("low");
     ok(&["create", low.to_str().unwrap(), "--lsh-recall", "0.99", "--lsh-threshold", "0.5"]);
     let minhash = &ok(&["stats", low.to_str().unwrap()])[0]["minhash"];
-    let (b, r) = (minhash["bands"].as_u64().unwrap(), minhash["rows"].as_u64().unwrap());
-    assert!(1.0 - (1.0 - 0.5f64.powi(r as i32)).powi(b as i32) >= 0.99, "{minhash}");
+    let (b, r) = (minhash["bands"].as_u64().unwrap() as u32, minhash["rows"].as_u64().unwrap() as u32);
+    assert!(neardex::sketch::s_curve(0.5, b, r) >= 0.99, "{minhash}");
     let other = dir.path().join("other");
     fails(&["create", other.to_str().unwrap(), "--lsh-recall", "1.5"], 1, "not in (0, 1)");
     fails(&["create", other.to_str().unwrap(), "--filter-sample", sample, "--filter-max-df", "0"], 1, "not in (0, 1]");

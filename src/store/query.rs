@@ -406,7 +406,7 @@ impl SharedSignatures {
             for (source, _) in sources {
                 starts.push(keys.len());
                 source.for_each_between(lo, hi, |key, several, only, index| {
-                    keys.push((key, index.map_or(u64::MAX, |i| i as u64), only.unwrap_or(u32::MAX)));
+                    keys.push((key, index.unwrap_or(0), only));
                     let again = seen.test_and_set(key);
                     let is_shared = again | several;
                     newly_shared += usize::from(is_shared & !shared.test_and_set_if(key, is_shared));
@@ -472,8 +472,6 @@ impl SharedSignatures {
                 {
                     let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
                     for &(key, index, only) in keys.get(from[0]..from[1]).unwrap_or_default() {
-                        let only = (only != u32::MAX).then_some(only);
-                        let index = usize::try_from(index).ok().filter(|_| index != u64::MAX);
                         let held = shared.holds(key);
                         // The document that holds the key last in the
                         // join's order: the inline list's only one when
@@ -483,12 +481,12 @@ impl SharedSignatures {
                         let last = if !held {
                             only
                         } else if !listed_again.holds(key) {
-                            match (only, source, index) {
-                                (Some(ordinal), ..) => Some(ordinal),
-                                (None, KeySource::Segment(segment), Some(i)) => {
-                                    last_in_order.last_of(&segment.posting_list_at(i)?)
+                            match (only, source) {
+                                (Some(ordinal), _) => Some(ordinal),
+                                (None, KeySource::Segment(segment)) => {
+                                    last_in_order.last_of(&segment.posting_list_at(index)?)
                                 }
-                                _ => None,
+                                (None, KeySource::Sorted(_)) => None,
                             }
                         } else {
                             None
@@ -601,10 +599,11 @@ struct RangeFilters {
     shared: RangeFilter,
     listed_again: RangeFilter,
     /// The range's keys as the first pass read them, source after source:
-    /// the key, its segment key index (`u64::MAX` for none) and its inline
-    /// list's only ordinal (`u32::MAX` for none). The second pass reads
-    /// them here instead of decoding the key sections again.
-    keys: Vec<(u64, u64, u32)>,
+    /// the key, its index in its segment's key section (0 for the pending
+    /// documents' keys, which have none and whose pass never reads it) and
+    /// its inline list's only ordinal. The second pass reads them here
+    /// instead of decoding the key sections again.
+    keys: Vec<(u64, usize, Option<u32>)>,
     /// Where each source's keys start in `keys`, and where the last ends.
     starts: Vec<usize>,
 }

@@ -234,10 +234,8 @@ fn generate(n: u64, dir: &Path) {
     std::fs::create_dir_all(dir).expect("corpus directory");
     let start = Instant::now();
     let corpus = webcorpus::Corpus::load(SEED);
-    let mut pages = BufWriter::new(File::create(dir.join("pages.bin")).unwrap());
-    let mut text = BufWriter::new(File::create(dir.join("text.txt")).unwrap());
+    let mut out = CorpusWriter::create(dir);
     let (tx, rx) = sync_channel::<(usize, Vec<(String, String)>)>(8);
-    let (mut html_bytes, mut words) = (0u64, 0u64);
     std::thread::scope(|scope| {
         for worker in 0..2usize {
             let (tx, corpus) = (tx.clone(), &corpus);
@@ -262,17 +260,11 @@ fn generate(n: u64, dir: &Path) {
         drop(tx);
         in_order(rx, &mut |chunk: Vec<(String, String)>| {
             for (html, line) in chunk {
-                pages.write_all(&(html.len() as u32).to_le_bytes()).unwrap();
-                pages.write_all(html.as_bytes()).unwrap();
-                text.write_all(line.as_bytes()).unwrap();
-                text.write_all(b"\n").unwrap();
-                html_bytes += html.len() as u64;
-                words += line.split(' ').count() as u64;
+                out.write(html.as_bytes(), &line);
             }
         });
     });
-    pages.flush().unwrap();
-    text.flush().unwrap();
+    let (html_bytes, words) = out.finish();
     let info = format!(
         "{{\"documents\": {n}, \"pool_sentences\": {}, \"digest\": \"{:016x}\", \"html_bytes\": {html_bytes}, \
          \"mean_html_bytes\": {}, \"mean_words\": {}, \"seconds\": {:.1}}}",
@@ -284,6 +276,39 @@ fn generate(n: u64, dir: &Path) {
     );
     std::fs::write(dir.join("corpus.json"), &info).unwrap();
     println!("{info}");
+}
+
+/// A corpus directory's `pages.bin` (each page's HTML after its length,
+/// `u32` little-endian) and `text.txt` (its token text, a line a page),
+/// as `generate` and `real_pages` write them.
+struct CorpusWriter {
+    pages: BufWriter<File>,
+    text: BufWriter<File>,
+    html_bytes: u64,
+    words: u64,
+}
+
+impl CorpusWriter {
+    fn create(dir: &Path) -> CorpusWriter {
+        let file = |name: &str| BufWriter::new(File::create(dir.join(name)).unwrap());
+        CorpusWriter { pages: file("pages.bin"), text: file("text.txt"), html_bytes: 0, words: 0 }
+    }
+
+    fn write(&mut self, html: &[u8], line: &str) {
+        self.pages.write_all(&(html.len() as u32).to_le_bytes()).unwrap();
+        self.pages.write_all(html).unwrap();
+        self.text.write_all(line.as_bytes()).unwrap();
+        self.text.write_all(b"\n").unwrap();
+        self.html_bytes += html.len() as u64;
+        self.words += if line.is_empty() { 0 } else { line.split(' ').count() as u64 };
+    }
+
+    /// Flushes both files; the HTML bytes and words written.
+    fn finish(mut self) -> (u64, u64) {
+        self.pages.flush().unwrap();
+        self.text.flush().unwrap();
+        (self.html_bytes, self.words)
+    }
 }
 
 /// Writes the real pages of `../shared/data` into `dir` as `generate`
@@ -310,23 +335,15 @@ fn real_pages(dir: &Path) {
             pages.push(neardex::text::decode_html(&response.payload, declared).into_owned().into_bytes());
         }
     }
-    let mut out = BufWriter::new(File::create(dir.join("pages.bin")).unwrap());
-    let mut text = BufWriter::new(File::create(dir.join("text.txt")).unwrap());
+    let mut out = CorpusWriter::create(dir);
     let mut tokens = neardex::text::Tokens::new();
-    let (mut html_bytes, mut words, mut digest) = (0u64, 0u64, 0u64);
+    let mut digest = 0u64;
     for html in &pages {
         tokens.tokenize(&neardex::text::html_bytes_to_text(html));
-        let line = tokens.joined();
-        out.write_all(&(html.len() as u32).to_le_bytes()).unwrap();
-        out.write_all(html).unwrap();
-        text.write_all(line.as_bytes()).unwrap();
-        text.write_all(b"\n").unwrap();
-        html_bytes += html.len() as u64;
-        words += if line.is_empty() { 0 } else { line.split(' ').count() as u64 };
+        out.write(html, &tokens.joined());
         digest = xxhash_rust::xxh3::xxh3_64_with_seed(html, digest);
     }
-    out.flush().unwrap();
-    text.flush().unwrap();
+    let (html_bytes, words) = out.finish();
     let n = pages.len() as u64;
     let info = format!(
         "{{\"documents\": {n}, \"source\": \"the real pages of ../shared/data: {html_pages} HTML pages \
