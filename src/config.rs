@@ -151,6 +151,13 @@ pub const MAX_PERMUTATIONS: u32 = 4096;
 pub const MAX_FILTER_HASHES: u32 = 1 << 20;
 
 impl MinHashConfig {
+    /// The similarity the default banding is chosen for, and the LSH
+    /// threshold `neardex create` bands for unless told another.
+    pub const DEFAULT_LSH_THRESHOLD: f64 = 0.8;
+    /// The most MinHash values the default banding, and `neardex create`'s
+    /// `--lsh-threshold` and `--lsh-recall`, may use.
+    pub const DEFAULT_LSH_BUDGET: u32 = 128;
+
     /// The banding that [`LshParams::optimal`] picks for `tau` with at most
     /// `max_permutations` values and equal false-positive and
     /// false-negative weights.
@@ -185,8 +192,10 @@ impl From<LshParams> for MinHashConfig {
 }
 
 impl Default for MinHashConfig {
-    /// 9 bands of 13 rows (117 values): [`LshParams::optimal`] for τ = 0.8
-    /// with at most 128 values (a test keeps the two in step).
+    /// 9 bands of 13 rows (117 values): [`LshParams::optimal`] for
+    /// [`MinHashConfig::DEFAULT_LSH_THRESHOLD`] (0.8) with at most
+    /// [`MinHashConfig::DEFAULT_LSH_BUDGET`] (128) values (a test keeps the
+    /// two in step).
     fn default() -> Self {
         MinHashConfig { permutations: 117, bands: 9, rows: 13 }
     }

@@ -204,7 +204,10 @@ fn recall_banding_reaches_the_recall_with_the_fewest_false_candidates() {
 /// The default banding is what the optimiser picks for τ = 0.8, P ≤ 128.
 #[test]
 fn default_banding_is_the_optimum_for_0_8() {
-    let best = neardex::MinHashConfig::for_threshold(0.8, 128).unwrap();
+    use neardex::MinHashConfig;
+    assert_eq!((MinHashConfig::DEFAULT_LSH_THRESHOLD, MinHashConfig::DEFAULT_LSH_BUDGET), (0.8, 128));
+    let best =
+        MinHashConfig::for_threshold(MinHashConfig::DEFAULT_LSH_THRESHOLD, MinHashConfig::DEFAULT_LSH_BUDGET).unwrap();
     assert_eq!(neardex::MinHashConfig::default(), best);
 }
 

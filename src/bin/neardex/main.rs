@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use neardex::store::{Index, IndexOptions};
-use neardex::{oracle, Scheme, SignatureConfig, Signer, Similarity, SpotSpec, Threshold};
+use neardex::{oracle, MinHashConfig, Scheme, SignatureConfig, Signer, Similarity, SpotSpec, Threshold};
 use serde_json::json;
 
 /// The embedded demo corpus: the same article under two sites' framing, a
@@ -864,12 +864,13 @@ fn config_for(args: &SchemeArgs) -> Result<SignatureConfig, String> {
     };
     match (args.lsh_threshold, args.lsh_recall) {
         (tau, Some(recall)) => {
-            config.minhash = neardex::MinHashConfig::for_recall(tau.unwrap_or(0.8), recall, 128)
+            let tau = tau.unwrap_or(MinHashConfig::DEFAULT_LSH_THRESHOLD);
+            config.minhash = MinHashConfig::for_recall(tau, recall, MinHashConfig::DEFAULT_LSH_BUDGET)
                 .map_err(|e| format!("--lsh-recall: {e}"))?;
         }
         (Some(tau), None) => {
-            config.minhash =
-                neardex::MinHashConfig::for_threshold(tau, 128).map_err(|e| format!("--lsh-threshold: {e}"))?;
+            config.minhash = MinHashConfig::for_threshold(tau, MinHashConfig::DEFAULT_LSH_BUDGET)
+                .map_err(|e| format!("--lsh-threshold: {e}"))?;
         }
         (None, None) => {}
     }
