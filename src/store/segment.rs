@@ -596,7 +596,8 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter
     sort_pairs(&mut pairs);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
-    let mut table = TableWriter::new(doc_count, 0, 0);
+    let (keys, data) = table_bounds(&pairs, doc_count);
+    let mut table = TableWriter::new(doc_count, keys, data);
     let mut ordinals = Vec::new();
     let mut i = 0;
     while i < pairs.len() {
@@ -608,6 +609,31 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter
         i += run;
     }
     table
+}
+
+/// The keys of a table of sorted, distinct `(key, ordinal)` pairs, and a
+/// bound on the bytes of its data section ([`TableWriter::push`]): a list
+/// of one ordinal takes none, a packed list its count byte and ordinals
+/// (a list of at most [`PACKED_MAX`] is stored as a bitmap only when that
+/// is smaller), a longer one a roaring bitmap without run containers,
+/// eight bytes of header, eight per container and at most two an ordinal
+/// (a container past 4,096 ordinals is a bitmap of 8,192 bytes). Reserved
+/// up front, a flush's buffers are neither copied nor faulted in twice as
+/// they grow (fresh pages cost more than their copy on this project's
+/// VM: README, "What limits ingest on this machine").
+fn table_bounds(pairs: &[(u64, u32)], doc_count: u32) -> (usize, usize) {
+    let width = packed_width(doc_count);
+    let containers = (doc_count.saturating_sub(1) >> 16) as usize + 1;
+    let (mut keys, mut data) = (0, 0);
+    for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+        keys += 1;
+        data += match run.len() {
+            1 => 0,
+            n if n <= PACKED_MAX => 1 + n * width,
+            n => 8 + 8 * containers + 2 * n,
+        };
+    }
+    (keys, data)
 }
 
 /// The lists of a bitmap table as they are written, in ascending key
@@ -2412,6 +2438,36 @@ mod tests {
             let mut got = pairs;
             sort_pairs(&mut got);
             assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn a_tables_reserved_bounds_hold_its_keys_and_data() {
+        let mut next = crate::store::roaring_view::xorshift(0x2545_F491_4F6C_DD1D);
+        // Lists of every kind: one ordinal, packed, small bitmaps, past
+        // PACKED_MAX, a container past 4,096 ordinals (a bitmap container),
+        // and ordinals in two or more containers (past 2^16 documents).
+        for (doc_count, lengths) in [
+            (50, vec![1, 2, 3, 7, 49]),
+            (1_000, vec![1, 2, 40, 255, 256, 999]),
+            (200_000, vec![1, 2, 300, 5_000, 150_000]),
+        ] {
+            let mut pairs = Vec::new();
+            for (k, &n) in lengths.iter().enumerate() {
+                let mut ordinals: Vec<u32> = (0..n).map(|_| (next() % u64::from(doc_count)) as u32).collect();
+                ordinals.sort_unstable();
+                ordinals.dedup();
+                pairs.extend(ordinals.into_iter().map(|o| (k as u64 * 0x9E37_79B9_7F4A_7C15, o)));
+            }
+            // Every ordinal of a dense list: containers of 65,536.
+            pairs.extend((0..doc_count).map(|o| (u64::MAX, o)));
+            pairs.sort_unstable();
+            let (keys, data) = table_bounds(&pairs, doc_count);
+            let table = write_bitmap_table(pairs, doc_count);
+            assert_eq!(table.keys.len(), keys, "{doc_count}");
+            assert!(table.data.len() <= data, "{doc_count}: {} > {data}", table.data.len());
+            // Reserved once: Vec::with_capacity's capacity is exact.
+            assert_eq!((table.keys.capacity(), table.data.capacity()), (keys, data), "{doc_count}");
         }
     }
 
