@@ -133,6 +133,6 @@ for scheme, label in labels.items():
               f"p99 {fmt(median(ours, 'lsh_query_p99_us'), 1)} µs, recall on the query sample "
               f"(matches other than the query page itself) {fmt(median(ours, 'lsh_sample_recall'), 4)}.")
 versions = {r["tool"]: r.get("version") for rs in runs.values() for r in rs if r.get("version")}
-gaoya = subprocess.run(["cargo", "tree", "--manifest-path", os.path.join(os.path.dirname(results_path), "..", "..", "..", "Cargo.toml"),
+gaoya = subprocess.run(["cargo", "tree", "--manifest-path", os.path.join(os.path.dirname(os.path.abspath(__file__)), "Cargo.toml"),
                         "-p", "gaoya", "--depth", "0"], capture_output=True, text=True).stdout.strip()
 print(f"Peers: datasketch {versions.get('datasketch', '?')}, rensa {versions.get('rensa', '?')}, {gaoya or 'gaoya (see Cargo.lock)'}.")
