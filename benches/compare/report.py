@@ -67,8 +67,9 @@ print()
 
 
 def ratio(a_tool, a_key, b_tool, b_key, invert=False):
-    figure = query if a_key.startswith("query_") else median
-    a, b = figure(a_tool, a_key), (query if b_key.startswith("query_") else median)(b_tool, b_key)
+    def figure(tool, key):
+        return query(tool, key) if key.startswith("query_") else median(tool, key)
+    a, b = figure(a_tool, a_key), figure(b_tool, b_key)
     if a is None or b is None or a == 0 or b == 0:
         return None
     return b / a if invert else a / b

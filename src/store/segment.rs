@@ -599,14 +599,10 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter
     let (keys, data) = table_bounds(&pairs, doc_count);
     let mut table = TableWriter::new(doc_count, keys, data);
     let mut ordinals = Vec::new();
-    let mut i = 0;
-    while i < pairs.len() {
-        let key = pairs[i].0;
-        let run = pairs[i..].iter().take_while(|p| p.0 == key).count();
+    for run in pairs.chunk_by(|a, b| a.0 == b.0) {
         ordinals.clear();
-        ordinals.extend(pairs[i..i + run].iter().map(|p| p.1));
-        table.push(key, &ordinals);
-        i += run;
+        ordinals.extend(run.iter().map(|p| p.1));
+        table.push(run[0].0, &ordinals);
     }
     table
 }
@@ -629,7 +625,7 @@ fn table_bounds(pairs: &[(u64, u32)], doc_count: u32) -> (usize, usize) {
         keys += 1;
         data += match run.len() {
             1 => 0,
-            n if n <= PACKED_MAX => 1 + n * width,
+            n if n <= PACKED_MAX => packed_len(n, width),
             n => 8 + 8 * containers + 2 * n,
         };
     }
@@ -653,9 +649,9 @@ struct TableWriter {
 
 impl TableWriter {
     /// A writer for the tables of a segment of `doc_count` documents,
-    /// with room for `keys` keys and `data` bytes of lists (a merge knows
-    /// bounds: reserved, its buffers are neither copied nor faulted in
-    /// twice as they grow).
+    /// with room for `keys` keys and `data` bytes of lists (a flush's
+    /// [`table_bounds`], a merge's sources: reserved, its buffers are
+    /// neither copied nor faulted in twice as they grow).
     fn new(doc_count: u32, keys: usize, data: usize) -> TableWriter {
         TableWriter {
             keys: Vec::with_capacity(keys),
@@ -682,7 +678,7 @@ impl TableWriter {
             return;
         }
         let offset = self.data.len() as u64;
-        if ordinals.len() <= PACKED_MAX && 1 + ordinals.len() * self.width < small_bitmap_size(ordinals) {
+        if ordinals.len() <= PACKED_MAX && packed_len(ordinals.len(), self.width) < small_bitmap_size(ordinals) {
             self.entries.push(Entry::packed(offset));
             self.data.push(ordinals.len() as u8);
             for ordinal in ordinals {
@@ -696,6 +692,12 @@ impl TableWriter {
             let _ = bitmap.serialize_into(&mut self.data);
         }
     }
+}
+
+/// The bytes of a packed list of `count` ordinals, each in `width` bytes:
+/// its count byte, then the ordinals.
+fn packed_len(count: usize, width: usize) -> usize {
+    1 + count * width
 }
 
 /// The serialized size of the roaring bitmap of `ordinals` (ascending, at
