@@ -370,6 +370,36 @@ struct Inner {
     _lock: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
 }
 
+impl Inner {
+    /// An index's shared state as opened or created: `state` its latest
+    /// snapshot, every lock free, no error, no segment id or pending
+    /// fingerprints read yet.
+    fn new(
+        storage: Arc<dyn Storage>,
+        catalog: Catalog,
+        signer: Signer,
+        options: IndexOptions,
+        state: State,
+        lock: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
+    ) -> Inner {
+        Inner {
+            storage,
+            catalog,
+            signer: Arc::new(signer),
+            options,
+            state: RwLock::new(Arc::new(state)),
+            writer_lock: Mutex::new(()),
+            maintenance_lock: Mutex::new(()),
+            merge_lock: Mutex::new(()),
+            maintenance_error: Mutex::new(None),
+            merge_error: Mutex::new(None),
+            next_segment: Mutex::new(None),
+            delta_fingerprints: Mutex::new(None),
+            _lock: lock,
+        }
+    }
+}
+
 impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Index")
@@ -481,21 +511,7 @@ impl Index {
         txn.commit().map_err(redb_err("committing the new catalog"))?;
         storage.rename(&tmp, CATALOG_FILE).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
         sync_dir(&*storage)?;
-        Index::start(Inner {
-            storage,
-            catalog: Catalog::writable(db),
-            signer: Arc::new(signer),
-            options,
-            state: RwLock::new(Arc::new(State::default())),
-            writer_lock: Mutex::new(()),
-            maintenance_lock: Mutex::new(()),
-            merge_lock: Mutex::new(()),
-            maintenance_error: Mutex::new(None),
-            merge_error: Mutex::new(None),
-            next_segment: Mutex::new(None),
-            delta_fingerprints: Mutex::new(None),
-            _lock: Some(lock),
-        })
+        Index::start(Inner::new(storage, Catalog::writable(db), signer, options, State::default(), Some(lock)))
     }
 
     /// Wraps an opened index, with a maintenance thread when it is
@@ -621,21 +637,7 @@ impl Index {
             }
         }
         let state = load_latest(&catalog, &*storage, &State::default())?;
-        Ok(Inner {
-            storage,
-            catalog,
-            signer: Arc::new(signer),
-            options,
-            state: RwLock::new(Arc::new(state)),
-            writer_lock: Mutex::new(()),
-            maintenance_lock: Mutex::new(()),
-            merge_lock: Mutex::new(()),
-            maintenance_error: Mutex::new(None),
-            merge_error: Mutex::new(None),
-            next_segment: Mutex::new(None),
-            delta_fingerprints: Mutex::new(None),
-            _lock: lock,
-        })
+        Ok(Inner::new(storage, catalog, signer, options, state, lock))
     }
 }
 
