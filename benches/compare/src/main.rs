@@ -507,7 +507,10 @@ fn requery(dir: &Path, scheme: Scheme) {
     let (count, queries) = if no_queries { (0, Vec::new()) } else { (count, queries) };
     let mut passes = Vec::new();
     let mut found = 0;
-    for _ in 0..count {
+    // The mean query time of each warm pass (every pass after the first):
+    // steadier than a pass's p50 for comparing two builds.
+    let mut warm_means = Vec::new();
+    for pass in 0..count {
         let mut times = Vec::new();
         found = 0;
         for q in &queries {
@@ -515,7 +518,20 @@ fn requery(dir: &Path, scheme: Scheme) {
             found += searcher.query(q, tau).unwrap().len();
             times.push(t.elapsed().as_secs_f64());
         }
+        if pass > 0 && !times.is_empty() {
+            warm_means.push(times.iter().sum::<f64>() / times.len() as f64 * 1e6);
+        }
         passes.push(percentiles(times));
+    }
+    if !warm_means.is_empty() {
+        warm_means.sort_by(f64::total_cmp);
+        eprintln!(
+            "warm passes: median of their mean query times {:.2} us ({} passes, {:.2}-{:.2})",
+            warm_means[warm_means.len() / 2],
+            warm_means.len(),
+            warm_means[0],
+            warm_means[warm_means.len() - 1]
+        );
     }
     let ((cold50, cold99), (p50, p99)) = match passes.first() {
         Some(&first) => (first, passes[count - 1]),
