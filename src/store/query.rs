@@ -58,7 +58,6 @@ use std::sync::Arc;
 
 use roaring::RoaringBitmap;
 
-use super::segment::PostingList;
 use super::{IndexError, Searcher};
 use crate::oracle::Match;
 use crate::signer::DocumentSignature;
@@ -177,8 +176,10 @@ impl Ranks {
         // false positive then counts as listed with length 0.
         let signatures: Vec<(u64, u64)> = signatures.into_iter().collect();
         let words: Vec<u64> = signatures.iter().map(|&(hash, _)| self.listed.load(hash)).collect();
-        let mut order = Vec::new();
-        let mut listed = Vec::new();
+        // Sized once: grown by doubling, they had reallocated a few times a
+        // query.
+        let mut order = Vec::with_capacity(signatures.len());
+        let mut listed = Vec::with_capacity(signatures.len());
         for (&(hash, weight), &word) in signatures.iter().zip(&words) {
             if enough(visited) {
                 return order;
@@ -879,10 +880,8 @@ fn weights(query: &SignatureVector, measure: Similarity) -> impl Iterator<Item =
     query.iter().map(move |(hash, freq)| (hash, if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) }))
 }
 
-/// What a source (a segment or the delta) holds for a query's signatures.
-struct WeightedLists<L> {
-    /// Each list found, with its signature's weight.
-    lists: Vec<(L, u64)>,
+/// What a source (a segment or the delta) lacks of a query's signatures.
+struct LookedUp {
     /// The summed weight of the signatures it has no list for: those count
     /// as processed from the start (δ1), as no document there can share
     /// them.
@@ -895,12 +894,16 @@ struct WeightedLists<L> {
 /// before `enough` says, given the weight visited so far (found or
 /// absent alike), that the δ1 break is certain: all at once, as `lookup`
 /// gets them, so that a source can overlap their cache misses; `lookup`
-/// returns a list or none for each.
+/// hands a list or none for each, in order, to the function it is given.
+/// `lists` is cleared, then gets each list found: a key for the caller to
+/// order them by (0 until it sets it), its signature's weight, the list
+/// (a query's segments reuse one vector, sized by the first).
 fn weighted_lists<L, E>(
     signatures: &[(u64, u64)],
     enough: impl Fn(u64) -> bool,
-    lookup: impl FnOnce(&[(u64, u64)]) -> Result<Vec<Option<L>>, E>,
-) -> Result<WeightedLists<L>, E> {
+    lists: &mut Vec<(u64, u64, L)>,
+    lookup: impl FnOnce(&[(u64, u64)], &mut dyn FnMut(Option<L>)) -> Result<(), E>,
+) -> Result<LookedUp, E> {
     let mut visited = 0;
     let cut = signatures
         .iter()
@@ -910,16 +913,19 @@ fn weighted_lists<L, E>(
             done
         })
         .unwrap_or(signatures.len());
-    let mut out = WeightedLists { lists: Vec::new(), absent: 0, skipped: (signatures.len() - cut) as u64 };
-    let looked_up = lookup(&signatures[..cut])?;
-    debug_assert_eq!(looked_up.len(), cut);
-    for (list, &(_, weight)) in looked_up.into_iter().zip(signatures) {
+    lists.clear();
+    lists.reserve(cut);
+    let mut absent = 0;
+    let mut weights = signatures[..cut].iter().map(|&(_, weight)| weight);
+    lookup(&signatures[..cut], &mut |list| {
+        let weight = weights.next().unwrap_or(0);
         match list {
-            Some(list) => out.lists.push((list, weight)),
-            None => out.absent += weight,
+            Some(list) => lists.push((0, weight, list)),
+            None => absent += weight,
         }
-    }
-    Ok(out)
+    })?;
+    debug_assert!(weights.next().is_none(), "a list or none for each signature looked up");
+    Ok(LookedUp { absent, skipped: (signatures.len() - cut) as u64 })
 }
 
 /// A self-join probe: its query wants only the documents after it in the
@@ -1154,8 +1160,10 @@ impl Searcher {
         }
         .map(|masks| order.iter().map(|&(hash, _)| masks.get(hash)).collect());
         let plan = Plan { query, measure, window, pruning, order: &order, after, alone, masks: masks.as_deref() };
+        // The segments' lists, one vector for all of them.
+        let mut lists = Vec::new();
         for (position, loaded) in self.state.segments.values().enumerate() {
-            self.query_segment(&loaded.segment, position, &plan, sink, &mut stats)?;
+            self.query_segment(&loaded.segment, position, &plan, sink, &mut stats, &mut lists)?;
         }
         self.query_delta(&plan, sink, &mut stats);
         Ok(stats)
@@ -1174,13 +1182,14 @@ impl Searcher {
 
     /// The part of a query in `segment`, at `position` among the
     /// snapshot's segments.
-    fn query_segment(
+    fn query_segment<'s>(
         &self,
-        segment: &super::segment::Segment<super::mmap::SegmentBytes>,
+        segment: &'s super::segment::Segment<super::mmap::SegmentBytes>,
         position: usize,
         plan: &Plan<'_>,
         sink: &mut Sink,
         stats: &mut QueryStats,
+        lists: &mut Vec<(u64, u64, super::segment::PostingList<'s>)>,
     ) -> Result<(), IndexError> {
         let &Plan { query, measure, window, pruning, order, alone, masks, .. } = plan;
         // Ordinals are in ascending multiset length, so for the multiset
@@ -1205,25 +1214,22 @@ impl Searcher {
         // break before any later list.
         let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
         let enough = |visited| alone + visited >= stop;
-        let WeightedLists { lists: found, absent, skipped } = weighted_lists(order, enough, |signatures| {
-            segment.posting_lists(signatures.iter().enumerate().map(|(n, &(hash, _))| match masks {
+        let LookedUp { absent, skipped } = weighted_lists(order, enough, lists, |signatures, each| {
+            let hashes = signatures.iter().enumerate().map(|(n, &(hash, _))| match masks {
                 // The signature's shared masks leave this segment out: no
                 // document of it holds the signature.
                 Some(masks) if masks.get(n).is_some_and(|&m| m & SegmentMasks::bit(position) == 0) => None,
                 _ => Some(hash),
-            }))
+            });
+            segment.posting_lists_each(hashes, each)
         })?;
         let absent = absent + alone;
         // Signatures past the cut of the order are skipped as well.
         stats.lists_skipped += skipped + (query.distinct() - order.len() as u64);
-        let mut lists: Vec<(u64, u64, PostingList)> = found
-            .into_iter()
-            .map(|(bitmap, weight)| {
-                let inside = bitmap.count_in(range.clone());
-                stats.pruned_by_window += bitmap.len() - inside;
-                (inside, weight, bitmap)
-            })
-            .collect();
+        for (inside, _, bitmap) in lists.iter_mut() {
+            *inside = bitmap.count_in(range.clone());
+            stats.pruned_by_window += bitmap.len() - *inside;
+        }
         // Ascending document frequency inside the window (Algorithm 1, line 5).
         lists.sort_by_key(|l| l.0);
         // Without full pruning a document is verified when first met. With
@@ -1726,15 +1732,23 @@ fn query_pending(
         return;
     }
     let len_q = measure.length(query);
-    let Ok(WeightedLists { mut lists, absent, .. }) = weighted_lists(
+    let mut lists = Vec::new();
+    let Ok(LookedUp { absent, .. }) = weighted_lists(
         plan.order,
         |_| false,
-        |signatures| {
-            Ok::<_, std::convert::Infallible>(signatures.iter().map(|&(hash, _)| index.posting(hash)).collect())
+        &mut lists,
+        |signatures, each| {
+            for &(hash, _) in signatures {
+                each(index.posting(hash));
+            }
+            Ok::<_, std::convert::Infallible>(())
         },
     );
     let absent = absent + plan.alone;
-    lists.sort_by_key(|l| l.0.len());
+    for (len, _, ids) in &mut lists {
+        *len = ids.len() as u64;
+    }
+    lists.sort_by_key(|l| l.0);
     let full = pruning == Pruning::Full;
     // The δ1 break point, as in `query_segment` (the threshold only
     // changes when candidates are verified, after the walk).
@@ -1747,9 +1761,9 @@ fn query_pending(
     // lists that hold them and their length (see `query_segment`).
     let mut candidates: super::delta::MixMap<u64, (u64, u64)> = Default::default();
     let mut delta1 = absent;
-    for (n, &(ids, weight)) in lists.iter().enumerate() {
+    for (n, &(_, weight, ids)) in lists.iter().enumerate() {
         if delta1 >= stop {
-            stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0.len() as u64).sum::<u64>();
+            stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0).sum::<u64>();
             break;
         }
         for &id in ids {

@@ -1653,8 +1653,25 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &self,
         hashes: impl IntoIterator<Item = Option<u64>>,
     ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
+        let mut lists = Vec::new();
+        self.posting_lists_each(hashes, |list| lists.push(list))?;
+        Ok(lists)
+    }
+
+    /// [`Segment::posting_lists`] handed to `each` in the order of
+    /// `hashes` rather than collected: the query's path, which keeps them
+    /// in a vector of its own.
+    ///
+    /// # Errors
+    /// As [`Segment::posting_list`]; `each` has then seen the lists before
+    /// the damaged one.
+    pub fn posting_lists_each<'s>(
+        &'s self,
+        hashes: impl IntoIterator<Item = Option<u64>>,
+        each: impl FnMut(Option<PostingList<'s>>),
+    ) -> Result<(), IndexError> {
         let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
-        self.lists_in_stages(&self.directory, kinds, hashes)
+        self.lists_in_stages(&self.directory, kinds, hashes, each)
     }
 
     /// [`Segment::band_list`] of each of `keys`, in the stages of
@@ -1665,18 +1682,21 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// As [`Segment::band_list`].
     pub fn band_lists(&self, keys: &[u64]) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
         let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
-        self.lists_in_stages(&self.band_directory, kinds, keys.iter().copied().map(Some))
+        let mut lists = Vec::with_capacity(keys.len());
+        self.lists_in_stages(&self.band_directory, kinds, keys.iter().copied().map(Some), |list| lists.push(list))?;
+        Ok(lists)
     }
 
     /// The lists of `hashes` in a table (`kinds`: its keys, offsets and
     /// data), found through `directory`, in stages (see
-    /// [`Segment::posting_lists`]).
-    fn lists_in_stages(
-        &self,
-        directory: &std::sync::OnceLock<KeyDirectory>,
+    /// [`Segment::posting_lists`]), handed to `each` in order.
+    fn lists_in_stages<'s>(
+        &'s self,
+        directory: &'s std::sync::OnceLock<KeyDirectory>,
         (key_kind, offsets_kind, data_kind): (SectionKind, SectionKind, SectionKind),
         hashes: impl IntoIterator<Item = Option<u64>>,
-    ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
+        mut each: impl FnMut(Option<PostingList<'s>>),
+    ) -> Result<(), IndexError> {
         let (keys, directory) = self.keys_and_directory(directory, key_kind);
         // Each hash with its bucket's key range (`None`: no directory).
         let ranges: Vec<(u64, Option<std::ops::Range<usize>>)> = hashes
@@ -1701,7 +1721,10 @@ impl<B: AsRef<[u8]>> Segment<B> {
             touched ^= offsets.get(i * width).copied().unwrap_or(0);
         }
         std::hint::black_box(touched);
-        positions.into_iter().map(|i| i.map(|i| self.list_in_place(offsets_kind, data_kind, i)).transpose()).collect()
+        for i in positions {
+            each(i.map(|i| self.list_in_place(offsets_kind, data_kind, i)).transpose()?);
+        }
+        Ok(())
     }
 
     /// List `i` of a bitmap table, read in place.
