@@ -80,7 +80,7 @@ impl SignatureVector {
     }
 
     /// `(hash, frequency)` pairs in ascending hash order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (u64, u32)> + '_ {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (u64, u32)> + Clone + '_ {
         self.hashes.iter().copied().zip(self.freqs.iter().copied())
     }
 

@@ -158,14 +158,14 @@ impl Ranks {
             }
         }
         signatures.truncate(kept);
-        (self.rank(signatures, held_by_none, enough), held_by_none)
+        (self.rank(signatures.iter().copied(), held_by_none, enough), held_by_none)
     }
 
     /// [`Ranks::order`] of `signatures`, after a weight of `visited`
     /// counted as processed.
     fn rank(
         &self,
-        signatures: impl IntoIterator<Item = (u64, u64)>,
+        signatures: impl ExactSizeIterator<Item = (u64, u64)> + Clone,
         mut visited: u64,
         enough: impl Fn(u64) -> bool,
     ) -> Vec<(u64, u64)> {
@@ -174,13 +174,12 @@ impl Ranks {
         // The lengths of the others are read from the map only if the
         // unlisted ones do not make the weight (often they do): a filter
         // false positive then counts as listed with length 0.
-        let signatures: Vec<(u64, u64)> = signatures.into_iter().collect();
-        let words: Vec<u64> = signatures.iter().map(|&(hash, _)| self.listed.load(hash)).collect();
-        // Sized once: grown by doubling, they had reallocated a few times a
-        // query.
+        let words: Vec<u64> = signatures.clone().map(|(hash, _)| self.listed.load(hash)).collect();
+        // Sized once: grown by doubling, it had reallocated a few times a
+        // query. Few queries meet a listed signature before the cut.
         let mut order = Vec::with_capacity(signatures.len());
-        let mut listed = Vec::with_capacity(signatures.len());
-        for (&(hash, weight), &word) in signatures.iter().zip(&words) {
+        let mut listed = Vec::new();
+        for ((hash, weight), &word) in signatures.zip(&words) {
             if enough(visited) {
                 return order;
             }
@@ -876,7 +875,7 @@ impl std::ops::AddAssign for QueryStats {
 
 /// A query's `(hash, weight)` pairs in hash order: the weight of a
 /// signature is 1 under set Jaccard and its query frequency otherwise.
-fn weights(query: &SignatureVector, measure: Similarity) -> impl Iterator<Item = (u64, u64)> + '_ {
+fn weights(query: &SignatureVector, measure: Similarity) -> impl ExactSizeIterator<Item = (u64, u64)> + Clone + '_ {
     query.iter().map(move |(hash, freq)| (hash, if measure == Similarity::SetJaccard { 1 } else { u64::from(freq) }))
 }
 
@@ -894,7 +893,8 @@ struct LookedUp {
 /// before `enough` says, given the weight visited so far (found or
 /// absent alike), that the δ1 break is certain: all at once, as `lookup`
 /// gets them, so that a source can overlap their cache misses; `lookup`
-/// hands a list or none for each, in order, to the function it is given.
+/// hands each list it finds, with its signature's position, in order, to
+/// the function it is given.
 /// `lists` is cleared, then gets each list found: a key for the caller to
 /// order them by (0 until it sets it), its signature's weight, the list
 /// (a query's segments reuse one vector, sized by the first).
@@ -902,7 +902,7 @@ fn weighted_lists<L, E>(
     signatures: &[(u64, u64)],
     enough: impl Fn(u64) -> bool,
     lists: &mut Vec<(u64, u64, L)>,
-    lookup: impl FnOnce(&[(u64, u64)], &mut dyn FnMut(Option<L>)) -> Result<(), E>,
+    lookup: impl FnOnce(&[(u64, u64)], &mut dyn FnMut(usize, L)) -> Result<(), E>,
 ) -> Result<LookedUp, E> {
     let mut visited = 0;
     let cut = signatures
@@ -915,16 +915,14 @@ fn weighted_lists<L, E>(
         .unwrap_or(signatures.len());
     lists.clear();
     lists.reserve(cut);
-    let mut absent = 0;
-    let mut weights = signatures[..cut].iter().map(|&(_, weight)| weight);
-    lookup(&signatures[..cut], &mut |list| {
-        let weight = weights.next().unwrap_or(0);
-        match list {
-            Some(list) => lists.push((0, weight, list)),
-            None => absent += weight,
-        }
+    let looked_up = &signatures[..cut];
+    let mut found = 0;
+    lookup(looked_up, &mut |n, list| {
+        let weight = looked_up.get(n).map_or(0, |&(_, weight)| weight);
+        found += weight;
+        lists.push((0, weight, list));
     })?;
-    debug_assert!(weights.next().is_none(), "a list or none for each signature looked up");
+    let absent = looked_up.iter().map(|&(_, weight)| weight).sum::<u64>() - found;
     Ok(LookedUp { absent, skipped: (signatures.len() - cut) as u64 })
 }
 
@@ -1221,7 +1219,7 @@ impl Searcher {
                 Some(masks) if masks.get(n).is_some_and(|&m| m & SegmentMasks::bit(position) == 0) => None,
                 _ => Some(hash),
             });
-            segment.posting_lists_each(hashes, each)
+            segment.posting_lists_each(hashes, each).map(|_| ())
         })?;
         let absent = absent + alone;
         // Signatures past the cut of the order are skipped as well.
@@ -1738,8 +1736,10 @@ fn query_pending(
         |_| false,
         &mut lists,
         |signatures, each| {
-            for &(hash, _) in signatures {
-                each(index.posting(hash));
+            for (n, &(hash, _)) in signatures.iter().enumerate() {
+                if let Some(ids) = index.posting(hash) {
+                    each(n, ids);
+                }
             }
             Ok::<_, std::convert::Infallible>(())
         },

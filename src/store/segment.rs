@@ -820,11 +820,19 @@ impl<'a> PackedList<'a> {
         self.bytes.is_empty()
     }
 
-    /// Ordinal `i`; `i` must be below [`PackedList::len`].
+    /// Ordinal `i`; `i` must be below [`PackedList::len`]. A load of the
+    /// width's fixed size (1 to 4 bytes, [`packed_width`]): a copy of a
+    /// variable length was a `memcpy` call an ordinal.
+    #[inline]
     fn get(&self, i: usize) -> u32 {
-        let mut word = [0u8; 4];
-        word[..self.width].copy_from_slice(&self.bytes[i * self.width..(i + 1) * self.width]);
-        u32::from_le_bytes(word)
+        match self.bytes[i * self.width..(i + 1) * self.width] {
+            [a] => u32::from(a),
+            [a, b] => u32::from_le_bytes([a, b, 0, 0]),
+            [a, b, c] => u32::from_le_bytes([a, b, c, 0]),
+            [a, b, c, d] => u32::from_le_bytes([a, b, c, d]),
+            // Not reached: `packed_width` is 1 to 4.
+            _ => 0,
+        }
     }
 
     /// The index of the first ordinal at or above `ordinal`.
@@ -877,6 +885,7 @@ pub enum PostingIter<'a> {
 impl Iterator for PostingIter<'_> {
     type Item = u32;
 
+    #[inline]
     fn next(&mut self) -> Option<u32> {
         match self {
             PostingIter::Single(o) => o.take(),
@@ -923,6 +932,7 @@ impl<'a> PostingList<'a> {
     }
 
     /// Number of ordinals in `range`.
+    #[inline]
     pub fn count_in(&self, range: std::ops::Range<u32>) -> u64 {
         match self {
             PostingList::Single(o) => u64::from(range.contains(o)),
@@ -932,6 +942,7 @@ impl<'a> PostingList<'a> {
     }
 
     /// The ordinals in `range`, ascending.
+    #[inline]
     pub fn iter_in(&self, range: std::ops::Range<u32>) -> PostingIter<'a> {
         match self {
             PostingList::Single(o) => PostingIter::Single(range.contains(o).then_some(*o)),
@@ -1653,14 +1664,19 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &self,
         hashes: impl IntoIterator<Item = Option<u64>>,
     ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
-        let mut lists = Vec::new();
-        self.posting_lists_each(hashes, |list| lists.push(list))?;
+        let mut found = Vec::new();
+        let n = self.posting_lists_each(hashes, |i, list| found.push((i, list)))?;
+        let mut lists: Vec<Option<PostingList<'_>>> = (0..n).map(|_| None).collect();
+        for (i, list) in found {
+            lists[i] = Some(list);
+        }
         Ok(lists)
     }
 
-    /// [`Segment::posting_lists`] handed to `each` in the order of
-    /// `hashes` rather than collected: the query's path, which keeps them
-    /// in a vector of its own.
+    /// [`Segment::posting_lists`] handed to `each` with their positions in
+    /// `hashes`, found lists only, in order, rather than collected: the
+    /// query's path, which keeps them in a vector of its own. Returns the
+    /// number of hashes.
     ///
     /// # Errors
     /// As [`Segment::posting_list`]; `each` has then seen the lists before
@@ -1668,8 +1684,8 @@ impl<B: AsRef<[u8]>> Segment<B> {
     pub fn posting_lists_each<'s>(
         &'s self,
         hashes: impl IntoIterator<Item = Option<u64>>,
-        each: impl FnMut(Option<PostingList<'s>>),
-    ) -> Result<(), IndexError> {
+        each: impl FnMut(usize, PostingList<'s>),
+    ) -> Result<usize, IndexError> {
         let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
         self.lists_in_stages(&self.directory, kinds, hashes, each)
     }
@@ -1682,21 +1698,24 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// As [`Segment::band_list`].
     pub fn band_lists(&self, keys: &[u64]) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
         let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
-        let mut lists = Vec::with_capacity(keys.len());
-        self.lists_in_stages(&self.band_directory, kinds, keys.iter().copied().map(Some), |list| lists.push(list))?;
+        let mut lists: Vec<Option<PostingList<'_>>> = keys.iter().map(|_| None).collect();
+        self.lists_in_stages(&self.band_directory, kinds, keys.iter().copied().map(Some), |i, list| {
+            lists[i] = Some(list);
+        })?;
         Ok(lists)
     }
 
     /// The lists of `hashes` in a table (`kinds`: its keys, offsets and
     /// data), found through `directory`, in stages (see
-    /// [`Segment::posting_lists`]), handed to `each` in order.
+    /// [`Segment::posting_lists`]): each list found handed to `each` with
+    /// its hash's position, in order; returns the number of hashes.
     fn lists_in_stages<'s>(
         &'s self,
         directory: &'s std::sync::OnceLock<KeyDirectory>,
         (key_kind, offsets_kind, data_kind): (SectionKind, SectionKind, SectionKind),
         hashes: impl IntoIterator<Item = Option<u64>>,
-        mut each: impl FnMut(Option<PostingList<'s>>),
-    ) -> Result<(), IndexError> {
+        mut each: impl FnMut(usize, PostingList<'s>),
+    ) -> Result<usize, IndexError> {
         let (keys, directory) = self.keys_and_directory(directory, key_kind);
         // Each hash with its bucket's key range (`None`: no directory).
         let ranges: Vec<(u64, Option<std::ops::Range<usize>>)> = hashes
@@ -1713,18 +1732,28 @@ impl<B: AsRef<[u8]>> Segment<B> {
             }
         }
         std::hint::black_box(touched);
-        let positions: Vec<Option<usize>> =
-            ranges.into_iter().map(|(hash, range)| self.position_through(keys, range, key_kind, hash)).collect();
+        // An empty range (a hash left out, or one its bucket's sub-bits
+        // rule out: most of a query's in most segments) has no position.
+        let positions: Vec<Option<usize>> = ranges
+            .into_iter()
+            .map(|(hash, range)| match range {
+                Some(range) if range.is_empty() => None,
+                range => self.position_through(keys, range, key_kind, hash),
+            })
+            .collect();
         let (offsets, width) = (self.section(offsets_kind), self.entry_width());
         let mut touched = 0u8;
         for &i in positions.iter().flatten() {
             touched ^= offsets.get(i * width).copied().unwrap_or(0);
         }
         std::hint::black_box(touched);
-        for i in positions {
-            each(i.map(|i| self.list_in_place(offsets_kind, data_kind, i)).transpose()?);
+        let n = positions.len();
+        for (at, i) in positions.into_iter().enumerate() {
+            if let Some(i) = i {
+                each(at, self.list_in_place(offsets_kind, data_kind, i)?);
+            }
         }
-        Ok(())
+        Ok(n)
     }
 
     /// List `i` of a bitmap table, read in place.
