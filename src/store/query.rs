@@ -175,15 +175,21 @@ impl Ranks {
         // unlisted ones do not make the weight (often they do): a filter
         // false positive then counts as listed with length 0.
         let words: Vec<u64> = signatures.clone().map(|(hash, _)| self.listed.load(hash)).collect();
-        // Sized once: grown by doubling, it had reallocated a few times a
-        // query. Few queries meet a listed signature before the cut.
+        // Sized once: grown by doubling, they had reallocated a few times a
+        // query. Few queries over several segments meet a listed signature
+        // before the cut, so that vector is sized at the first, for the
+        // signatures left.
         let mut order = Vec::with_capacity(signatures.len());
         let mut listed = Vec::new();
-        for ((hash, weight), &word) in signatures.zip(&words) {
+        let n = signatures.len();
+        for (i, ((hash, weight), &word)) in signatures.zip(&words).enumerate() {
             if enough(visited) {
                 return order;
             }
             if KeyFilter::admits(word, hash) {
+                if listed.capacity() == 0 {
+                    listed.reserve_exact(n - i);
+                }
                 listed.push((0, hash, weight));
             } else {
                 order.push((hash, weight));
