@@ -1225,7 +1225,7 @@ impl Searcher {
                 Some(masks) if masks.get(n).is_some_and(|&m| m & SegmentMasks::bit(position) == 0) => None,
                 _ => Some(hash),
             });
-            segment.posting_lists_each(hashes, each).map(|_| ())
+            segment.posting_lists_each(hashes, each)
         })?;
         let absent = absent + alone;
         // Signatures past the cut of the order are skipped as well.

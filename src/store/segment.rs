@@ -1664,19 +1664,13 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &self,
         hashes: impl IntoIterator<Item = Option<u64>>,
     ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
-        let mut found = Vec::new();
-        let n = self.posting_lists_each(hashes, |i, list| found.push((i, list)))?;
-        let mut lists: Vec<Option<PostingList<'_>>> = (0..n).map(|_| None).collect();
-        for (i, list) in found {
-            lists[i] = Some(list);
-        }
-        Ok(lists)
+        let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
+        self.lists_collected(&self.directory, kinds, hashes.into_iter().collect())
     }
 
     /// [`Segment::posting_lists`] handed to `each` with their positions in
     /// `hashes`, found lists only, in order, rather than collected: the
-    /// query's path, which keeps them in a vector of its own. Returns the
-    /// number of hashes.
+    /// query's path, which keeps them in a vector of its own.
     ///
     /// # Errors
     /// As [`Segment::posting_list`]; `each` has then seen the lists before
@@ -1685,7 +1679,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &'s self,
         hashes: impl IntoIterator<Item = Option<u64>>,
         each: impl FnMut(usize, PostingList<'s>),
-    ) -> Result<usize, IndexError> {
+    ) -> Result<(), IndexError> {
         let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
         self.lists_in_stages(&self.directory, kinds, hashes, each)
     }
@@ -1698,24 +1692,33 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// As [`Segment::band_list`].
     pub fn band_lists(&self, keys: &[u64]) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
         let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
-        let mut lists: Vec<Option<PostingList<'_>>> = keys.iter().map(|_| None).collect();
-        self.lists_in_stages(&self.band_directory, kinds, keys.iter().copied().map(Some), |i, list| {
-            lists[i] = Some(list);
-        })?;
+        self.lists_collected(&self.band_directory, kinds, keys.iter().copied().map(Some).collect())
+    }
+
+    /// [`Segment::lists_in_stages`] collected: the list of each of
+    /// `hashes`, or `None`.
+    fn lists_collected<'s>(
+        &'s self,
+        directory: &'s std::sync::OnceLock<KeyDirectory>,
+        kinds: (SectionKind, SectionKind, SectionKind),
+        hashes: Vec<Option<u64>>,
+    ) -> Result<Vec<Option<PostingList<'s>>>, IndexError> {
+        let mut lists: Vec<Option<PostingList<'s>>> = hashes.iter().map(|_| None).collect();
+        self.lists_in_stages(directory, kinds, hashes, |i, list| lists[i] = Some(list))?;
         Ok(lists)
     }
 
     /// The lists of `hashes` in a table (`kinds`: its keys, offsets and
     /// data), found through `directory`, in stages (see
     /// [`Segment::posting_lists`]): each list found handed to `each` with
-    /// its hash's position, in order; returns the number of hashes.
+    /// its hash's position, in order.
     fn lists_in_stages<'s>(
         &'s self,
         directory: &'s std::sync::OnceLock<KeyDirectory>,
         (key_kind, offsets_kind, data_kind): (SectionKind, SectionKind, SectionKind),
         hashes: impl IntoIterator<Item = Option<u64>>,
         mut each: impl FnMut(usize, PostingList<'s>),
-    ) -> Result<usize, IndexError> {
+    ) -> Result<(), IndexError> {
         let (keys, directory) = self.keys_and_directory(directory, key_kind);
         // Each hash with its bucket's key range (`None`: no directory).
         let ranges: Vec<(u64, Option<std::ops::Range<usize>>)> = hashes
@@ -1747,13 +1750,12 @@ impl<B: AsRef<[u8]>> Segment<B> {
             touched ^= offsets.get(i * width).copied().unwrap_or(0);
         }
         std::hint::black_box(touched);
-        let n = positions.len();
         for (at, i) in positions.into_iter().enumerate() {
             if let Some(i) = i {
                 each(at, self.list_in_place(offsets_kind, data_kind, i)?);
             }
         }
-        Ok(n)
+        Ok(())
     }
 
     /// List `i` of a bitmap table, read in place.
