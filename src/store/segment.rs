@@ -2513,7 +2513,7 @@ mod tests {
                 let mut ordinals: Vec<u32> = (0..n).map(|_| (next() % u64::from(doc_count)) as u32).collect();
                 ordinals.sort_unstable();
                 ordinals.dedup();
-                pairs.extend(ordinals.into_iter().map(|o| (k as u64 * 0x9E37_79B9_7F4A_7C15, o)));
+                pairs.extend(ordinals.into_iter().map(|o| ((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15), o)));
             }
             // Every ordinal of a dense list: containers of 65,536.
             pairs.extend((0..doc_count).map(|o| (u64::MAX, o)));
