@@ -174,22 +174,23 @@ impl Ranks {
         // The lengths of the others are read from the map only if the
         // unlisted ones do not make the weight (often they do): a filter
         // false positive then counts as listed with length 0.
-        let words: Vec<u64> = signatures.clone().map(|(hash, _)| self.listed.load(hash)).collect();
-        // Sized once: grown by doubling, they had reallocated a few times a
-        // query. Few queries over several segments meet a listed signature
-        // before the cut, so that vector is sized at the first, for the
-        // signatures left.
-        let mut order = Vec::with_capacity(signatures.len());
-        let mut listed = Vec::new();
-        let n = signatures.len();
-        for (i, ((hash, weight), &word)) in signatures.zip(&words).enumerate() {
+        // The vectors come from the thread's previous query (a fresh set
+        // cost three allocations a query, two of them past the allocator's
+        // per-thread cache); `order` goes back after the query
+        // ([`give_back_order`]).
+        let RankBuffers { mut words, mut listed, mut order } = RANK_BUFFERS.with(std::cell::Cell::take);
+        words.clear();
+        words.extend(signatures.clone().map(|(hash, _)| self.listed.load(hash)));
+        order.clear();
+        order.reserve(signatures.len());
+        listed.clear();
+        let give_back = |words, listed| RANK_BUFFERS.with(|b| b.set(RankBuffers::kept(words, listed, Vec::new())));
+        for ((hash, weight), &word) in signatures.zip(&words) {
             if enough(visited) {
+                give_back(words, listed);
                 return order;
             }
             if KeyFilter::admits(word, hash) {
-                if listed.capacity() == 0 {
-                    listed.reserve_exact(n - i);
-                }
                 listed.push((0, hash, weight));
             } else {
                 order.push((hash, weight));
@@ -197,21 +198,65 @@ impl Ranks {
             }
         }
         if enough(visited) {
+            give_back(words, listed);
             return order;
         }
         for (length, hash, _) in &mut listed {
             *length = self.lengths.get(hash).copied().unwrap_or(0);
         }
         listed.sort_unstable();
-        for (_, hash, weight) in listed {
+        for &(_, hash, weight) in &listed {
             if enough(visited) {
                 break;
             }
             order.push((hash, weight));
             visited += weight;
         }
+        give_back(words, listed);
         order
     }
+}
+
+/// The vectors of a query's rarity order ([`Ranks::rank`]), kept by each
+/// thread from one query to the next.
+#[derive(Default)]
+struct RankBuffers {
+    words: Vec<u64>,
+    listed: Vec<(u64, u64, u64)>,
+    order: Vec<(u64, u64)>,
+}
+
+impl RankBuffers {
+    /// Elements a kept vector may hold: one very long query's are freed.
+    const LIMIT: usize = 1 << 14;
+
+    /// The buffers to keep, each emptied, or dropped past [`Self::LIMIT`].
+    fn kept(words: Vec<u64>, listed: Vec<(u64, u64, u64)>, order: Vec<(u64, u64)>) -> Self {
+        fn bounded<T>(mut v: Vec<T>) -> Vec<T> {
+            v.clear();
+            if v.capacity() > RankBuffers::LIMIT {
+                Vec::new()
+            } else {
+                v
+            }
+        }
+        RankBuffers { words: bounded(words), listed: bounded(listed), order: bounded(order) }
+    }
+}
+
+thread_local! {
+    static RANK_BUFFERS: std::cell::Cell<RankBuffers> = std::cell::Cell::new(RankBuffers::default());
+}
+
+/// Hands a query's rarity order back to its thread's buffers (unless it
+/// is a new empty one, and the thread's is still there: a probe whose
+/// order came out empty before ranking).
+fn give_back_order(order: Vec<(u64, u64)>) {
+    RANK_BUFFERS.with(|b| {
+        let RankBuffers { words, listed, order: kept } = b.take();
+        let order = if order.capacity() >= kept.capacity() { order } else { kept };
+        b.set(RankBuffers::kept(words, listed, order));
+    });
 }
 
 /// The signatures that two or more documents of a snapshot may hold: a
@@ -1170,6 +1215,7 @@ impl Searcher {
             self.query_segment(&loaded.segment, position, &plan, sink, &mut stats, &mut lists)?;
         }
         self.query_delta(&plan, sink, &mut stats);
+        give_back_order(order);
         Ok(stats)
     }
 
