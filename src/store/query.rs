@@ -166,28 +166,39 @@ impl Ranks {
     fn rank(
         &self,
         signatures: impl ExactSizeIterator<Item = (u64, u64)> + Clone,
+        visited: u64,
+        enough: impl Fn(u64) -> bool,
+    ) -> Vec<(u64, u64)> {
+        // The vectors come from the thread's previous query (a fresh set
+        // cost three allocations a query, two of them past the allocator's
+        // per-thread cache); `order` goes back after the query
+        // ([`give_back_order`]).
+        let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
+        let order = self.rank_into(signatures, visited, enough, &mut buffers);
+        RANK_BUFFERS.with(|b| b.set(buffers.kept()));
+        order
+    }
+
+    /// [`Ranks::rank`] with the thread's `buffers` (empty): the order is
+    /// the one they held.
+    fn rank_into(
+        &self,
+        signatures: impl ExactSizeIterator<Item = (u64, u64)> + Clone,
         mut visited: u64,
         enough: impl Fn(u64) -> bool,
+        buffers: &mut RankBuffers,
     ) -> Vec<(u64, u64)> {
         // The filter's words all read first, so that their cache misses
         // overlap (as in `order`); a signature it rules out is unlisted.
         // The lengths of the others are read from the map only if the
         // unlisted ones do not make the weight (often they do): a filter
         // false positive then counts as listed with length 0.
-        // The vectors come from the thread's previous query (a fresh set
-        // cost three allocations a query, two of them past the allocator's
-        // per-thread cache); `order` goes back after the query
-        // ([`give_back_order`]).
-        let RankBuffers { mut words, mut listed, mut order } = RANK_BUFFERS.with(std::cell::Cell::take);
-        words.clear();
+        let RankBuffers { words, listed, order } = buffers;
+        let mut order = std::mem::take(order);
         words.extend(signatures.clone().map(|(hash, _)| self.listed.load(hash)));
-        order.clear();
         order.reserve(signatures.len());
-        listed.clear();
-        let give_back = |words, listed| RANK_BUFFERS.with(|b| b.set(RankBuffers::kept(words, listed, Vec::new())));
-        for ((hash, weight), &word) in signatures.zip(&words) {
+        for ((hash, weight), &word) in signatures.zip(words.iter()) {
             if enough(visited) {
-                give_back(words, listed);
                 return order;
             }
             if KeyFilter::admits(word, hash) {
@@ -198,27 +209,25 @@ impl Ranks {
             }
         }
         if enough(visited) {
-            give_back(words, listed);
             return order;
         }
-        for (length, hash, _) in &mut listed {
+        for (length, hash, _) in listed.iter_mut() {
             *length = self.lengths.get(hash).copied().unwrap_or(0);
         }
         listed.sort_unstable();
-        for &(_, hash, weight) in &listed {
+        for &(_, hash, weight) in listed.iter() {
             if enough(visited) {
                 break;
             }
             order.push((hash, weight));
             visited += weight;
         }
-        give_back(words, listed);
         order
     }
 }
 
 /// The vectors of a query's rarity order ([`Ranks::rank`]), kept by each
-/// thread from one query to the next.
+/// thread from one query to the next, empty between queries.
 #[derive(Default)]
 struct RankBuffers {
     words: Vec<u64>,
@@ -231,7 +240,7 @@ impl RankBuffers {
     const LIMIT: usize = 1 << 14;
 
     /// The buffers to keep, each emptied, or dropped past [`Self::LIMIT`].
-    fn kept(words: Vec<u64>, listed: Vec<(u64, u64, u64)>, order: Vec<(u64, u64)>) -> Self {
+    fn kept(self) -> Self {
         fn bounded<T>(mut v: Vec<T>) -> Vec<T> {
             v.clear();
             if v.capacity() > RankBuffers::LIMIT {
@@ -240,7 +249,7 @@ impl RankBuffers {
                 v
             }
         }
-        RankBuffers { words: bounded(words), listed: bounded(listed), order: bounded(order) }
+        RankBuffers { words: bounded(self.words), listed: bounded(self.listed), order: bounded(self.order) }
     }
 }
 
@@ -248,14 +257,16 @@ thread_local! {
     static RANK_BUFFERS: std::cell::Cell<RankBuffers> = std::cell::Cell::new(RankBuffers::default());
 }
 
-/// Hands a query's rarity order back to its thread's buffers (unless it
-/// is a new empty one, and the thread's is still there: a probe whose
-/// order came out empty before ranking).
+/// Hands a query's rarity order back to its thread's buffers (unless the
+/// thread's own is larger: a probe whose order came out empty before
+/// ranking holds a new, empty one).
 fn give_back_order(order: Vec<(u64, u64)>) {
     RANK_BUFFERS.with(|b| {
-        let RankBuffers { words, listed, order: kept } = b.take();
-        let order = if order.capacity() >= kept.capacity() { order } else { kept };
-        b.set(RankBuffers::kept(words, listed, order));
+        let mut buffers = b.take();
+        if order.capacity() >= buffers.order.capacity() {
+            buffers.order = order;
+        }
+        b.set(buffers.kept());
     });
 }
 
