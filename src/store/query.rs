@@ -257,6 +257,84 @@ thread_local! {
     static RANK_BUFFERS: std::cell::Cell<RankBuffers> = std::cell::Cell::new(RankBuffers::default());
 }
 
+/// The buffers of a query's segment walks ([`Searcher::query_segment`]),
+/// kept by each thread from one query to the next, empty between queries
+/// (as [`RankBuffers`]): a fresh set cost five allocations a query.
+/// `'s` is the lifetime of the segments the lists borrow; the thread
+/// keeps the buffers as `'static` ones, always empty.
+#[derive(Default)]
+struct SegmentBuffers<'s> {
+    /// A segment's lists: the key to walk them by (set by the walk), the
+    /// signature's weight, the list.
+    lists: Vec<(u64, u64, super::segment::PostingList<'s>)>,
+    /// The order of the walk: each list's count inside the window and its
+    /// position in `lists`, packed into one key (see `query_segment`).
+    walk: Vec<u64>,
+    /// The documents met that may still meet τ, with the weight of the
+    /// walked lists that hold them and their length.
+    candidates: super::delta::MixMap<u32, (u64, u64)>,
+    /// `candidates` in ordinal order, for verifying.
+    verify: Vec<(u32, (u64, u64))>,
+    /// For each signature of a query's order, the segments that may hold
+    /// it.
+    masks: Vec<u8>,
+}
+
+/// An empty vector with the allocation of `v` (emptied), whatever the
+/// element type's lifetimes: the collect runs in place, since the types
+/// differ only in lifetimes, and no element is ever made.
+fn recycled<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
+}
+
+impl SegmentBuffers<'_> {
+    /// Elements a kept vector may hold, as [`RankBuffers::LIMIT`].
+    const LIMIT: usize = RankBuffers::LIMIT;
+
+    /// The thread's buffers, for a query over segments of lifetime `'s`.
+    fn take<'s>() -> SegmentBuffers<'s> {
+        let b = SEGMENT_BUFFERS.with(std::cell::Cell::take);
+        SegmentBuffers {
+            lists: recycled(b.lists),
+            walk: b.walk,
+            candidates: b.candidates,
+            verify: b.verify,
+            masks: b.masks,
+        }
+    }
+
+    /// Hands the buffers back to the thread, each emptied, or dropped past
+    /// [`Self::LIMIT`].
+    fn give_back(self) {
+        fn bounded<T>(mut v: Vec<T>) -> Vec<T> {
+            v.clear();
+            if v.capacity() > SegmentBuffers::LIMIT {
+                Vec::new()
+            } else {
+                v
+            }
+        }
+        let mut candidates = self.candidates;
+        candidates.clear();
+        if candidates.capacity() > Self::LIMIT {
+            candidates = Default::default();
+        }
+        let kept = SegmentBuffers {
+            lists: bounded(recycled(self.lists)),
+            walk: bounded(self.walk),
+            candidates,
+            verify: bounded(self.verify),
+            masks: bounded(self.masks),
+        };
+        SEGMENT_BUFFERS.with(|b| b.set(kept));
+    }
+}
+
+thread_local! {
+    static SEGMENT_BUFFERS: std::cell::Cell<SegmentBuffers<'static>> = std::cell::Cell::new(SegmentBuffers::default());
+}
+
 /// Hands a query's rarity order back to its thread's buffers (unless the
 /// thread's own is larger: a probe whose order came out empty before
 /// ranking holds a new, empty one).
@@ -1213,19 +1291,33 @@ impl Searcher {
         // Each signature of `order` with the segments that may hold it: a
         // self-join probe's shared signatures, or a query's once
         // `WarmUp::Pages` has built the snapshot's masks.
-        let masks: Option<Vec<u8>> = match (shared, after) {
+        let mut buffers = SegmentBuffers::take();
+        let mut masks = std::mem::take(&mut buffers.masks);
+        let segment_masks = match (shared, after) {
             _ if pruning != Pruning::Full => None,
             (Some(shared), Some(_)) => Some(&shared.masks),
             _ => self.state.segment_masks.get(),
+        };
+        if let Some(segment_masks) = segment_masks {
+            masks.extend(order.iter().map(|&(hash, _)| segment_masks.get(hash)));
         }
-        .map(|masks| order.iter().map(|&(hash, _)| masks.get(hash)).collect());
-        let plan = Plan { query, measure, window, pruning, order: &order, after, alone, masks: masks.as_deref() };
-        // The segments' lists, one vector for all of them.
-        let mut lists = Vec::new();
+        let plan = Plan {
+            query,
+            measure,
+            window,
+            pruning,
+            order: &order,
+            after,
+            alone,
+            masks: segment_masks.map(|_| masks.as_slice()),
+        };
+        // The segments' walks share one set of buffers.
         for (position, loaded) in self.state.segments.values().enumerate() {
-            self.query_segment(&loaded.segment, position, &plan, sink, &mut stats, &mut lists)?;
+            self.query_segment(&loaded.segment, position, &plan, sink, &mut stats, &mut buffers)?;
         }
         self.query_delta(&plan, sink, &mut stats);
+        buffers.masks = masks;
+        buffers.give_back();
         give_back_order(order);
         Ok(stats)
     }
@@ -1250,9 +1342,10 @@ impl Searcher {
         plan: &Plan<'_>,
         sink: &mut Sink,
         stats: &mut QueryStats,
-        lists: &mut Vec<(u64, u64, super::segment::PostingList<'s>)>,
+        buffers: &mut SegmentBuffers<'s>,
     ) -> Result<(), IndexError> {
         let &Plan { query, measure, window, pruning, order, alone, masks, .. } = plan;
+        let SegmentBuffers { lists, walk, candidates, verify, .. } = buffers;
         // Ordinals are in ascending multiset length, so for the multiset
         // measures the window is an ordinal range and lists ascend in
         // length. Under set Jaccard the length is the distinct count, which
@@ -1291,8 +1384,14 @@ impl Searcher {
             *inside = bitmap.count_in(range.clone());
             stats.pruned_by_window += bitmap.len() - *inside;
         }
-        // Ascending document frequency inside the window (Algorithm 1, line 5).
-        lists.sort_by_key(|l| l.0);
+        // Ascending document frequency inside the window (Algorithm 1, line
+        // 5), ties in rarity order: each list's count and position packed
+        // into one key (a count is below 2^32, as a segment's ordinals),
+        // which sort faster than the lists themselves and in the order a
+        // stable sort of them by count would give.
+        walk.clear();
+        walk.extend(lists.iter().enumerate().map(|(n, l)| l.0 << 32 | n as u64));
+        walk.sort_unstable();
         // Without full pruning a document is verified when first met. With
         // it, a document whose bound meets τ when first met becomes a
         // candidate that collects the weight of every processed list
@@ -1301,14 +1400,15 @@ impl Searcher {
         // bound on that still meets τ are verified. Those sharing a single
         // rare signature with the query, the bulk, never are.
         let mut checked = RoaringBitmap::new();
-        let mut candidates: super::delta::MixMap<u32, (u64, u64)> = Default::default();
+        candidates.clear();
         let mut delta1 = absent;
-        for (n, (inside, weight, bitmap)) in lists.iter().enumerate() {
+        for (n, &key) in walk.iter().enumerate() {
+            let (inside, weight, bitmap) = &lists[(key & u64::from(u32::MAX)) as usize];
             if delta1 >= stop {
                 // δ1 break: once the bound fails at its peak (at x = L − δ1,
                 // where it is (L − δ1) / L, or at the window's nearer end),
                 // no unseen document can reach τ.
-                stats.pruned_by_bounds += lists[n..].iter().map(|l| l.0).sum::<u64>();
+                stats.pruned_by_bounds += walk[n..].iter().map(|&k| k >> 32).sum::<u64>();
                 break;
             }
             let mut walked = 0u64;
@@ -1354,9 +1454,10 @@ impl Searcher {
             stats.postings_read += walked;
             delta1 += weight;
         }
-        let mut candidates: Vec<(u32, (u64, u64))> = candidates.into_iter().collect();
-        candidates.sort_unstable_by_key(|c| c.0);
-        for (ordinal, (held, x)) in candidates {
+        verify.clear();
+        verify.extend(candidates.drain());
+        verify.sort_unstable_by_key(|c| c.0);
+        for &(ordinal, (held, x)) in verify.iter() {
             if bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau) {
                 self.verify_ordinal(segment, ordinal, x, plan, sink, stats)?;
             } else {
@@ -1903,7 +2004,7 @@ pub(super) fn query_staged(
 
 #[cfg(test)]
 mod tests {
-    use super::{KeySource, SegmentMasks, SharedSignatures, Similarity};
+    use super::{recycled, KeySource, SegmentBuffers, SegmentMasks, SharedSignatures, Similarity};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -2075,6 +2176,30 @@ mod tests {
     /// At a million keys in ranges of their own, the filter's size follows
     /// the shared keys: those counted while building it, not every key;
     /// sized from every range or from a sample of them.
+    /// A query's segment buffers come back to the thread with their
+    /// allocations, lists included, whose element type borrows the
+    /// segments: `recycled` collects in place.
+    #[test]
+    fn recycled_buffers_keep_their_allocations() {
+        let lists: Vec<(u64, u64, crate::store::segment::PostingList<'_>)> = Vec::with_capacity(100);
+        let kept: Vec<(u64, u64, crate::store::segment::PostingList<'static>)> = recycled(lists);
+        assert!(kept.is_empty());
+        assert_eq!(kept.capacity(), 100);
+        let mut buffers = SegmentBuffers::take();
+        buffers.walk.reserve(200);
+        buffers.lists.reserve(300);
+        buffers.walk.push(7);
+        buffers.give_back();
+        let again = SegmentBuffers::take();
+        assert!(again.walk.is_empty() && again.walk.capacity() >= 200);
+        assert!(again.lists.is_empty() && again.lists.capacity() >= 300);
+        // A very long query's are freed.
+        let mut long = again;
+        long.walk.reserve(SegmentBuffers::LIMIT + 1);
+        long.give_back();
+        assert_eq!(SegmentBuffers::take().walk.capacity(), 0);
+    }
+
     #[test]
     fn the_filter_is_sized_by_the_shared_keys() {
         let spread = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);

@@ -765,6 +765,39 @@ fn sort_pairs(pairs: &mut [(u64, u32)]) {
     buckets.into_par_iter().for_each(|b| b.sort_unstable());
 }
 
+/// The buffers of [`Segment::lists_in_stages`], kept by each thread from
+/// one call to the next (a query makes one call per segment), empty
+/// between calls.
+#[derive(Default)]
+struct StageBuffers {
+    /// Each hash with its bucket's key range.
+    ranges: Vec<(u64, Option<std::ops::Range<usize>>)>,
+    /// Each hash's position among the keys, if it has one.
+    positions: Vec<Option<usize>>,
+}
+
+impl StageBuffers {
+    /// Elements a kept vector may hold: one very long query's are freed.
+    const LIMIT: usize = 1 << 14;
+
+    /// The buffers to keep, each emptied, or dropped past [`Self::LIMIT`].
+    fn kept(mut self) -> Self {
+        self.ranges.clear();
+        self.positions.clear();
+        if self.ranges.capacity() > Self::LIMIT {
+            self.ranges = Vec::new();
+        }
+        if self.positions.capacity() > Self::LIMIT {
+            self.positions = Vec::new();
+        }
+        self
+    }
+}
+
+thread_local! {
+    static STAGE_BUFFERS: std::cell::Cell<StageBuffers> = std::cell::Cell::new(StageBuffers::default());
+}
+
 /// What an entry of an offsets section names.
 enum ListBytes<'a> {
     /// A one-ordinal list, stored in the entry.
@@ -1720,14 +1753,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
         mut each: impl FnMut(usize, PostingList<'s>),
     ) -> Result<(), IndexError> {
         let (keys, directory) = self.keys_and_directory(directory, key_kind);
+        // The thread's buffers from its previous look-ups (a query's
+        // segments each make one set).
+        let StageBuffers { mut ranges, mut positions } = STAGE_BUFFERS.with(std::cell::Cell::take);
         // Each hash with its bucket's key range (`None`: no directory).
-        let ranges: Vec<(u64, Option<std::ops::Range<usize>>)> = hashes
-            .into_iter()
-            .map(|hash| match hash {
-                Some(hash) => (hash, directory.range(hash)),
-                None => (0, Some(0..0)),
-            })
-            .collect();
+        ranges.clear();
+        ranges.extend(hashes.into_iter().map(|hash| match hash {
+            Some(hash) => (hash, directory.range(hash)),
+            None => (0, Some(0..0)),
+        }));
         let mut touched = 0u8;
         for (_, range) in &ranges {
             if let Some(range) = range.as_ref().filter(|r| !r.is_empty()) {
@@ -1737,25 +1771,31 @@ impl<B: AsRef<[u8]>> Segment<B> {
         std::hint::black_box(touched);
         // An empty range (a hash left out, or one its bucket's sub-bits
         // rule out: most of a query's in most segments) has no position.
-        let positions: Vec<Option<usize>> = ranges
-            .into_iter()
-            .map(|(hash, range)| match range {
-                Some(range) if range.is_empty() => None,
-                range => self.position_through(keys, range, key_kind, hash),
-            })
-            .collect();
+        positions.clear();
+        positions.extend(ranges.drain(..).map(|(hash, range)| match range {
+            Some(range) if range.is_empty() => None,
+            range => self.position_through(keys, range, key_kind, hash),
+        }));
         let (offsets, width) = (self.section(offsets_kind), self.entry_width());
         let mut touched = 0u8;
         for &i in positions.iter().flatten() {
             touched ^= offsets.get(i * width).copied().unwrap_or(0);
         }
         std::hint::black_box(touched);
-        for (at, i) in positions.into_iter().enumerate() {
+        let mut result = Ok(());
+        for (at, &i) in positions.iter().enumerate() {
             if let Some(i) = i {
-                each(at, self.list_in_place(offsets_kind, data_kind, i)?);
+                match self.list_in_place(offsets_kind, data_kind, i) {
+                    Ok(list) => each(at, list),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
             }
         }
-        Ok(())
+        STAGE_BUFFERS.with(|b| b.set(StageBuffers { ranges, positions }.kept()));
+        result
     }
 
     /// List `i` of a bitmap table, read in place.
