@@ -415,6 +415,21 @@ fn redb_err<E: Into<redb::Error>>(context: &'static str) -> impl FnOnce(E) -> In
 
 /// A mutex's guard, also after a panic elsewhere poisoned it (what the
 /// mutexes of the index guard stays consistent: they only serialise).
+/// Elements a vector that a thread keeps from one query to the next may
+/// hold ([`kept_for_reuse`]): one very long query's are freed.
+const REUSED_LIMIT: usize = 1 << 14;
+
+/// `v` emptied, for the thread's next query to fill, or a new vector when
+/// it has room for more than [`REUSED_LIMIT`] elements.
+fn kept_for_reuse<T>(mut v: Vec<T>) -> Vec<T> {
+    v.clear();
+    if v.capacity() > REUSED_LIMIT {
+        Vec::new()
+    } else {
+        v
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -236,20 +236,10 @@ struct RankBuffers {
 }
 
 impl RankBuffers {
-    /// Elements a kept vector may hold: one very long query's are freed.
-    const LIMIT: usize = 1 << 14;
-
-    /// The buffers to keep, each emptied, or dropped past [`Self::LIMIT`].
+    /// The buffers to keep, each emptied ([`super::kept_for_reuse`]).
     fn kept(self) -> Self {
-        fn bounded<T>(mut v: Vec<T>) -> Vec<T> {
-            v.clear();
-            if v.capacity() > RankBuffers::LIMIT {
-                Vec::new()
-            } else {
-                v
-            }
-        }
-        RankBuffers { words: bounded(self.words), listed: bounded(self.listed), order: bounded(self.order) }
+        use super::kept_for_reuse as kept;
+        RankBuffers { words: kept(self.words), listed: kept(self.listed), order: kept(self.order) }
     }
 }
 
@@ -289,9 +279,6 @@ fn recycled<T, U>(mut v: Vec<T>) -> Vec<U> {
 }
 
 impl SegmentBuffers<'_> {
-    /// Elements a kept vector may hold, as [`RankBuffers::LIMIT`].
-    const LIMIT: usize = RankBuffers::LIMIT;
-
     /// The thread's buffers, for a query over segments of lifetime `'s`.
     fn take<'s>() -> SegmentBuffers<'s> {
         let b = SEGMENT_BUFFERS.with(std::cell::Cell::take);
@@ -304,28 +291,21 @@ impl SegmentBuffers<'_> {
         }
     }
 
-    /// Hands the buffers back to the thread, each emptied, or dropped past
-    /// [`Self::LIMIT`].
+    /// Hands the buffers back to the thread, each emptied
+    /// ([`super::kept_for_reuse`]; the map likewise).
     fn give_back(self) {
-        fn bounded<T>(mut v: Vec<T>) -> Vec<T> {
-            v.clear();
-            if v.capacity() > SegmentBuffers::LIMIT {
-                Vec::new()
-            } else {
-                v
-            }
-        }
+        use super::kept_for_reuse as kept;
         let mut candidates = self.candidates;
         candidates.clear();
-        if candidates.capacity() > Self::LIMIT {
+        if candidates.capacity() > super::REUSED_LIMIT {
             candidates = Default::default();
         }
         let kept = SegmentBuffers {
-            lists: bounded(recycled(self.lists)),
-            walk: bounded(self.walk),
+            lists: kept(recycled(self.lists)),
+            walk: kept(self.walk),
             candidates,
-            verify: bounded(self.verify),
-            masks: bounded(self.masks),
+            verify: kept(self.verify),
+            masks: kept(self.masks),
         };
         SEGMENT_BUFFERS.with(|b| b.set(kept));
     }
@@ -2173,9 +2153,6 @@ mod tests {
         }
     }
 
-    /// At a million keys in ranges of their own, the filter's size follows
-    /// the shared keys: those counted while building it, not every key;
-    /// sized from every range or from a sample of them.
     /// A query's segment buffers come back to the thread with their
     /// allocations, lists included, whose element type borrows the
     /// segments: `recycled` collects in place.
@@ -2195,11 +2172,14 @@ mod tests {
         assert!(again.lists.is_empty() && again.lists.capacity() >= 300);
         // A very long query's are freed.
         let mut long = again;
-        long.walk.reserve(SegmentBuffers::LIMIT + 1);
+        long.walk.reserve(crate::store::REUSED_LIMIT + 1);
         long.give_back();
         assert_eq!(SegmentBuffers::take().walk.capacity(), 0);
     }
 
+    /// At a million keys in ranges of their own, the filter's size follows
+    /// the shared keys: those counted while building it, not every key;
+    /// sized from every range or from a sample of them.
     #[test]
     fn the_filter_is_sized_by_the_shared_keys() {
         let spread = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);

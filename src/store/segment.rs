@@ -777,20 +777,10 @@ struct StageBuffers {
 }
 
 impl StageBuffers {
-    /// Elements a kept vector may hold: one very long query's are freed.
-    const LIMIT: usize = 1 << 14;
-
-    /// The buffers to keep, each emptied, or dropped past [`Self::LIMIT`].
-    fn kept(mut self) -> Self {
-        self.ranges.clear();
-        self.positions.clear();
-        if self.ranges.capacity() > Self::LIMIT {
-            self.ranges = Vec::new();
-        }
-        if self.positions.capacity() > Self::LIMIT {
-            self.positions = Vec::new();
-        }
-        self
+    /// The buffers to keep, each emptied ([`super::kept_for_reuse`]).
+    fn kept(self) -> Self {
+        use super::kept_for_reuse as kept;
+        StageBuffers { ranges: kept(self.ranges), positions: kept(self.positions) }
     }
 }
 
@@ -1782,20 +1772,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
             touched ^= offsets.get(i * width).copied().unwrap_or(0);
         }
         std::hint::black_box(touched);
-        let mut result = Ok(());
         for (at, &i) in positions.iter().enumerate() {
             if let Some(i) = i {
-                match self.list_in_place(offsets_kind, data_kind, i) {
-                    Ok(list) => each(at, list),
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
+                each(at, self.list_in_place(offsets_kind, data_kind, i)?);
             }
         }
+        // (A damaged list returns above without them: the next call
+        // starts with new ones.)
         STAGE_BUFFERS.with(|b| b.set(StageBuffers { ranges, positions }.kept()));
-        result
+        Ok(())
     }
 
     /// List `i` of a bitmap table, read in place.
