@@ -1113,6 +1113,19 @@ fn a_bulk_add_writes_segments_and_finds_what_a_plain_add_finds() {
     assert_eq!(pairs(bulk), expected);
     ok(&["verify", bulk]);
     fails(&["add", bulk, "--batch", "0", jsonl], 2, "--batch");
+    // In commits of 100, fifteen segments: the tiered policy merges eight
+    // of them on the index's thread while the add goes on, and the add
+    // waits for its merges before it reports (one segment of 800 and seven
+    // of 100 are left).
+    let merged = dir.path().join("merged.ndx").to_str().unwrap().to_owned();
+    ok(&["create", &merged, "--scheme", "words:1", "--similarity", "set"]);
+    let added = ok(&["add", &merged, "--bulk", "--batch", "100", jsonl]);
+    assert_eq!(added[0]["added"].as_u64(), Some(1_500));
+    let merged_stats = ok(&["stats", &merged]);
+    assert_eq!(merged_stats[0]["segments"].as_u64(), Some(8), "{merged_stats:?}");
+    assert_eq!(merged_stats[0]["documents"].as_u64(), Some(1_500));
+    assert_eq!(pairs(&merged), expected);
+    ok(&["verify", &merged]);
 }
 
 #[test]

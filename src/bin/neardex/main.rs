@@ -516,6 +516,14 @@ fn open(path: &Path) -> Result<Index, String> {
     Index::open(path).map_err(|e| e.to_string())
 }
 
+/// Opened for `add`: flushes and merges on the index's own thread while
+/// the documents go on being signed and inserted (`ingest::add` waits for
+/// them before it reports).
+fn open_for_ingest(path: &Path) -> Result<Index, String> {
+    let options = IndexOptions { background_maintenance: true, ..IndexOptions::default() };
+    Index::open_with(path, options).map_err(|e| e.to_string())
+}
+
 fn open_read_only(path: &Path) -> Result<Index, String> {
     Index::open_read_only(path).map_err(|e| e.to_string())
 }
@@ -555,7 +563,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
         Command::Add { index, paths, input_format, jsonl, replace, skip_similar, bulk, batch, kept } => {
             let skip_similar =
                 skip_similar.map(|t| Threshold::new(t).map_err(|e| format!("--skip-similar: {e}"))).transpose()?;
-            let index = open(&index)?;
+            let index = open_for_ingest(&index)?;
             let batch = match batch {
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
                 None if bulk => ingest::BULK_BATCH,
