@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use neardex::oracle;
 use neardex::store::{Document, Index, IndexError, IndexOptions, InsertIfNew, Metadata, Searcher};
-use neardex::{Fingerprint, SignatureConfig, Signer, Threshold};
+use neardex::{DocumentSignature, Fingerprint, SignatureConfig, Signer, Threshold};
 use proptest::prelude::*;
 
 #[path = "common/workload.rs"]
@@ -680,6 +680,54 @@ fn insert_batch_stages_like_single_inserts() {
     assert_eq!(s.get("d").unwrap().unwrap().metadata, meta("ud"));
     assert!(s.get("e").unwrap().is_some() && s.get("f").unwrap().is_none());
     index.verify().unwrap();
+}
+
+/// Signatures the writer takes (`insert_signed`, `insert_batch_signed`)
+/// stage what the same signatures handed in by reference stage: the same
+/// outcomes, the same stored vectors, in a plain and in a bulk writer; a
+/// taken key is refused as by `insert`.
+#[test]
+fn signatures_taken_stage_what_signatures_lent_stage() {
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    let texts: Vec<String> = (0..40).map(|i| format!("{ARTICLE} Note {}.", i % 13)).collect();
+    let stored = |taken: bool, bulk: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::create_with(dir.path(), SignatureConfig::default(), small(1_000)).unwrap();
+        let mut w = if bulk { index.bulk_writer().unwrap() } else { index.writer().unwrap() };
+        let signed: Vec<DocumentSignature> = texts.iter().map(|t| signer.sign_text(t)).collect();
+        let mut outcomes = Vec::new();
+        if taken {
+            let mut signed = signed.into_iter().enumerate();
+            let (i, first) = signed.next().unwrap();
+            outcomes.push(w.insert_signed(&format!("k{i}"), first, meta("u0")).unwrap());
+            outcomes.extend(
+                w.insert_batch_signed(signed.map(|(i, s)| (format!("k{i}"), s, meta(&format!("u{i}"))))).unwrap(),
+            );
+            let again = w.insert_signed("k3", signer.sign_text("again"), Metadata::default()).unwrap_err();
+            assert!(matches!(again, IndexError::DuplicateKey { ref key } if key == "k3"), "{again}");
+        } else {
+            let mut lent = signed.iter().enumerate();
+            let (i, first) = lent.next().unwrap();
+            outcomes.push(w.insert(&format!("k{i}"), Document::Signatures(first), meta("u0")).unwrap());
+            outcomes.extend(
+                w.insert_batch(lent.map(|(i, s)| (format!("k{i}"), Document::Signatures(s), meta(&format!("u{i}")))))
+                    .unwrap(),
+            );
+        }
+        w.commit().unwrap();
+        index.verify().unwrap();
+        let s = index.searcher().unwrap();
+        let documents: Vec<_> = (0..texts.len())
+            .map(|i| s.get(&format!("k{i}")).unwrap().expect("stored"))
+            .map(|d| (d.id, d.metadata, d.vector))
+            .collect();
+        (outcomes, documents)
+    };
+    for bulk in [false, true] {
+        let (outcomes, documents) = stored(true, bulk);
+        assert_eq!(outcomes.iter().filter(|o| o.exact_duplicate_of.is_some()).count(), 27, "40 texts, 13 distinct");
+        assert_eq!((outcomes, documents), stored(false, bulk), "bulk: {bulk}");
+    }
 }
 
 /// Background maintenance under a writer that keeps deleting and replacing

@@ -1166,8 +1166,38 @@ impl Writer<'_> {
         metadata: Metadata,
         key_must_be_free: bool,
     ) -> Result<InsertOutcome, IndexError> {
-        let mut outcomes = self.stage([(key, document, metadata)], key_must_be_free)?;
+        let signature = sign_document(&self.index.inner.signer, document);
+        let mut outcomes = self.stage([(key, signature, metadata)], key_must_be_free)?;
         Ok(outcomes.remove(0))
+    }
+
+    /// [`Writer::insert`] of signatures the writer takes: they are moved
+    /// into the staged document instead of copied, for a pipeline that
+    /// signs elsewhere ([`Signer`], with the index's configuration) and has
+    /// no further use for them.
+    ///
+    /// # Errors
+    /// As [`Writer::insert`].
+    pub fn insert_signed(
+        &mut self,
+        key: &str,
+        signature: DocumentSignature,
+        metadata: Metadata,
+    ) -> Result<InsertOutcome, IndexError> {
+        let mut outcomes = self.stage([(key, std::borrow::Cow::Owned(signature), metadata)], true)?;
+        Ok(outcomes.remove(0))
+    }
+
+    /// [`Writer::insert_batch`] of signatures the writer takes, as
+    /// [`Writer::insert_signed`].
+    ///
+    /// # Errors
+    /// As [`Writer::insert`].
+    pub fn insert_batch_signed<K: AsRef<str>>(
+        &mut self,
+        documents: impl IntoIterator<Item = (K, DocumentSignature, Metadata)>,
+    ) -> Result<Vec<InsertOutcome>, IndexError> {
+        self.stage(documents.into_iter().map(|(k, s, m)| (k, std::borrow::Cow::Owned(s), m)), true)
     }
 
     /// Stores new documents, as [`Writer::insert`] for each in turn, but
@@ -1181,31 +1211,31 @@ impl Writer<'_> {
         &mut self,
         documents: impl IntoIterator<Item = (K, Document<'d>, Metadata)>,
     ) -> Result<Vec<InsertOutcome>, IndexError> {
-        self.stage(documents, true)
+        let index = self.index;
+        self.stage(documents.into_iter().map(|(k, d, m)| (k, sign_document(&index.inner.signer, d), m)), true)
     }
 
-    /// Stages documents with the catalog tables opened once: an outcome
-    /// each, or the first error.
+    /// Stages signed documents (signed here, handed in, or taken) with the
+    /// catalog tables opened once: an outcome each, or the first error.
     fn stage<'d, K: AsRef<str>>(
         &mut self,
-        documents: impl IntoIterator<Item = (K, Document<'d>, Metadata)>,
+        documents: impl IntoIterator<Item = (K, std::borrow::Cow<'d, DocumentSignature>, Metadata)>,
         key_must_be_free: bool,
     ) -> Result<Vec<InsertOutcome>, IndexError> {
         let txn = self.txn.as_ref().ok_or(IndexError::ReadOnly)?;
         let mut tables = InsertTables::open(txn)?;
         let committed = CommittedDuplicates::of(self.index, &self.removed_pending, &self.newly_deleted);
         let mut outcomes = Vec::new();
-        for (key, document, metadata) in documents {
+        for (key, signature, metadata) in documents {
             let staging = Staging {
                 bulk: self.bulk,
-                signer: &self.index.inner.signer,
                 next_doc_id: &mut self.next_doc_id,
                 added: &mut self.added,
                 added_fingerprints: &mut self.added_fingerprints,
                 added_index: &mut self.added_index,
                 committed: &committed,
             };
-            outcomes.push(staging.insert(&mut tables, key.as_ref(), document, metadata, key_must_be_free)?);
+            outcomes.push(staging.insert(&mut tables, key.as_ref(), signature, metadata, key_must_be_free)?);
         }
         Ok(outcomes)
     }
@@ -1533,7 +1563,6 @@ impl<'t> InsertTables<'t> {
 struct Staging<'w> {
     /// Whether the writer is a bulk writer (no pending record).
     bulk: bool,
-    signer: &'w Signer,
     next_doc_id: &'w mut u64,
     added: &'w mut BTreeMap<u64, Arc<DeltaDoc>>,
     added_fingerprints: &'w mut DeltaFingerprints,
@@ -1603,22 +1632,22 @@ impl<'w> CommittedDuplicates<'w> {
 }
 
 impl Staging<'_> {
-    /// Signs and stages one document; a key that is taken is an error when
+    /// Stages one signed document; a key that is taken is an error when
     /// `key_must_be_free` (a replace has freed it already).
     fn insert(
         self,
         tables: &mut InsertTables<'_>,
         key: &str,
-        document: Document<'_>,
+        signature: std::borrow::Cow<'_, DocumentSignature>,
         metadata: Metadata,
         key_must_be_free: bool,
     ) -> Result<InsertOutcome, IndexError> {
         if key_must_be_free && tables.keys.get(key).map_err(redb_err("reading keys"))?.is_some() {
             return Err(IndexError::DuplicateKey { key: key.to_owned() });
         }
-        // A signature made here is moved into the records; one handed in
-        // is copied.
-        let (vector, band_keys, fingerprint) = match sign_document(self.signer, document) {
+        // A signature made here or taken is moved into the records; one
+        // handed in by reference is copied.
+        let (vector, band_keys, fingerprint) = match signature {
             std::borrow::Cow::Owned(s) => (s.vector, s.band_keys, s.fingerprint),
             std::borrow::Cow::Borrowed(s) => (s.vector.clone(), s.band_keys.clone(), s.fingerprint),
         };

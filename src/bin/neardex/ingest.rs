@@ -192,11 +192,15 @@ impl<'a> Batch<'a> {
         }
         let Signed { key, signature, metadata, source } = document;
         let replace = self.replace;
+        let without_signatures = signature.vector.is_empty();
         let writer = self.writer()?;
-        let as_signed = Document::Signatures(&signature);
-        let outcome =
-            if replace { writer.replace(&key, as_signed, metadata) } else { writer.insert(&key, as_signed, metadata) };
-        self.count(outcome, &signature, source, summary)?;
+        // The signature is the writer's from here: moved, not copied.
+        let outcome = if replace {
+            writer.replace(&key, Document::Signatures(&signature), metadata)
+        } else {
+            writer.insert_signed(&key, signature, metadata)
+        };
+        self.count(outcome, without_signatures, source, summary)?;
         self.commit_when_full()
     }
 
@@ -225,7 +229,7 @@ impl<'a> Batch<'a> {
                 }
                 Err(e) => Err(e),
             };
-            self.count(outcome, &document.signature, document.source, summary)?;
+            self.count(outcome, document.signature.vector.is_empty(), document.source, summary)?;
         }
         self.commit_when_full()
     }
@@ -253,7 +257,7 @@ impl<'a> Batch<'a> {
     fn count(
         &mut self,
         outcome: Result<neardex::store::InsertOutcome, IndexError>,
-        signature: &DocumentSignature,
+        without_signatures: bool,
         source: Option<Source>,
         summary: &mut Summary,
     ) -> Result<(), String> {
@@ -261,7 +265,7 @@ impl<'a> Batch<'a> {
             Ok(o) => {
                 summary.added += 1;
                 summary.exact_duplicates += u64::from(o.exact_duplicate_of.is_some());
-                summary.unsigned.without_signatures += u64::from(signature.vector.is_empty());
+                summary.unsigned.without_signatures += u64::from(without_signatures);
                 if let (Some(kept), Some(source)) = (&mut self.kept, source) {
                     kept.write(source)?;
                 }
