@@ -457,6 +457,49 @@ fn stat_cpu(stat: &str) -> Option<(String, f64)> {
     Some((name, ticks(14) + ticks(15)))
 }
 
+/// What the committing thread of an ingest is doing, for the timeline of
+/// `INGEST_TIMELINE=1`: an index into [`PHASES`].
+static PHASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const PHASES: [&str; 4] = ["waiting for signatures", "inserting", "committing", "after the last commit"];
+
+/// Samples, every 50 ms until `stop`, the process's CPU and the calling
+/// thread's, and adds each interval's wall-clock time and CPU to the phase
+/// [`PHASE`] names at its end; returns a line of each phase's time, the
+/// cores the process kept busy in it and the committing thread's share.
+fn ingest_timeline(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<String> {
+    use std::sync::atomic::Ordering::Relaxed;
+    // `/proc/thread-self` links to `PID/task/TID`, relative to `/proc`.
+    let task =
+        std::fs::read_link("/proc/thread-self").map(|t| Path::new("/proc").join(t).join("stat")).unwrap_or_default();
+    std::thread::spawn(move || {
+        let cpu = |path: &str| stat_cpu(&std::fs::read_to_string(path).unwrap_or_default()).map_or(0.0, |c| c.1);
+        let task = task.to_string_lossy().into_owned();
+        let mut sums = [(0.0f64, 0.0f64, 0.0f64); 4];
+        let (mut at, mut process, mut main) = (Instant::now(), cpu("/proc/self/stat"), cpu(&task));
+        while !stop.load(Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let (now, p, m) = (Instant::now(), cpu("/proc/self/stat"), cpu(&task));
+            let sum = &mut sums[PHASE.load(Relaxed).min(3)];
+            sum.0 += (now - at).as_secs_f64();
+            sum.1 += p - process;
+            sum.2 += m - main;
+            (at, process, main) = (now, p, m);
+        }
+        let parts: Vec<String> = PHASES
+            .iter()
+            .zip(sums)
+            .map(|(name, (wall, cpu, main))| {
+                format!(
+                    "{name} {wall:.1} s ({:.2} cores, this thread {:.2})",
+                    cpu / wall.max(1e-9),
+                    main / wall.max(1e-9)
+                )
+            })
+            .collect();
+        parts.join(", ")
+    })
+}
+
 /// CPU seconds the calling thread has used (`/proc/thread-self/stat`).
 pub fn this_thread_cpu() -> f64 {
     stat_cpu(&std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default()).map_or(0.0, |c| c.1)
@@ -928,8 +971,12 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     // The open writer and the documents it staged.
     let mut open: Option<(neardex::store::Writer<'_>, usize)> = None;
     let mut last = Instant::now();
+    let timeline_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let timeline = std::env::var_os("INGEST_TIMELINE").map(|_| ingest_timeline(timeline_stop.clone()));
+    let phase = |p: usize| PHASE.store(p, std::sync::atomic::Ordering::Relaxed);
     sign_all(&input, &signer, |chunk| {
         t_wait += last.elapsed().as_secs_f64();
+        phase(1);
         let t0 = Instant::now();
         let (mut writer, mut staged) = match open.take() {
             Some(open) => open,
@@ -944,25 +991,28 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
             vector_bytes += signature.vector.distinct() * 12;
         }
         staged += chunk.len();
-        let batch =
-            chunk.iter().map(|(i, signature)| (i.to_string(), Document::Signatures(signature), Metadata::default()));
-        writer.insert_batch(batch).unwrap();
+        // The signatures are the writer's: moved into its documents.
+        let batch = chunk.into_iter().map(|(i, signature)| (i.to_string(), signature, Metadata::default()));
+        writer.insert_batch_signed(batch).unwrap();
         t_insert += t0.elapsed().as_secs_f64();
         let c1 = this_thread_cpu();
         cpu_insert += c1 - c0;
         // Without COMPARE_BULK, a commit per chunk of 1,000.
         if staged >= bulk.unwrap_or(0) {
             let t0 = Instant::now();
+            phase(2);
             writer.commit().unwrap();
             t_commit += t0.elapsed().as_secs_f64();
             cpu_commit += this_thread_cpu() - c1;
         } else {
             open = Some((writer, staged));
         }
+        phase(0);
         last = Instant::now();
     });
     if let Some((writer, _)) = open.take() {
         let (t0, c0) = (Instant::now(), this_thread_cpu());
+        phase(2);
         writer.commit().unwrap();
         t_commit += t0.elapsed().as_secs_f64();
         cpu_commit += this_thread_cpu() - c0;
@@ -975,6 +1025,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     // The ingest ends when every flush and merge has, too, and the catalog
     // has given back the space its pending documents took at their peak
     // (redb keeps it otherwise; what a bulk load does before it serves).
+    phase(3);
     index.wait_for_maintenance();
     assert_eq!(index.maintenance_error(), None);
     let t0 = Instant::now();
@@ -983,6 +1034,10 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     let ingest_secs = start.elapsed().as_secs_f64();
     eprintln!("ingest: catalog compacted in {compact_secs:.2} s");
     eprintln!("ingest: {}", cpu_since(&cpu_before, ingest_secs));
+    if let Some(timeline) = timeline {
+        timeline_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        eprintln!("ingest timeline: {}", timeline.join().unwrap());
+    }
     if std::env::var_os("INGEST_ONLY").is_some() {
         // Profiling aid: the ingest figures alone.
         eprintln!("ingest: {n} documents in {ingest_secs:.2} s, {:.0} docs/s", n as f64 / ingest_secs);
