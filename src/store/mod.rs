@@ -413,8 +413,6 @@ fn redb_err<E: Into<redb::Error>>(context: &'static str) -> impl FnOnce(E) -> In
     move |e| IndexError::catalog(context)(e.into())
 }
 
-/// A mutex's guard, also after a panic elsewhere poisoned it (what the
-/// mutexes of the index guard stays consistent: they only serialise).
 /// Elements a vector that a thread keeps from one query to the next may
 /// hold ([`kept_for_reuse`]): one very long query's are freed.
 const REUSED_LIMIT: usize = 1 << 14;
@@ -430,6 +428,8 @@ fn kept_for_reuse<T>(mut v: Vec<T>) -> Vec<T> {
     }
 }
 
+/// A mutex's guard, also after a panic elsewhere poisoned it (what the
+/// mutexes of the index guard stays consistent: they only serialise).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -1167,6 +1167,17 @@ impl Writer<'_> {
         key_must_be_free: bool,
     ) -> Result<InsertOutcome, IndexError> {
         let signature = sign_document(&self.index.inner.signer, document);
+        self.stage_one(key, signature, metadata, key_must_be_free)
+    }
+
+    /// [`Writer::stage`] of one signed document.
+    fn stage_one(
+        &mut self,
+        key: &str,
+        signature: std::borrow::Cow<'_, DocumentSignature>,
+        metadata: Metadata,
+        key_must_be_free: bool,
+    ) -> Result<InsertOutcome, IndexError> {
         let mut outcomes = self.stage([(key, signature, metadata)], key_must_be_free)?;
         Ok(outcomes.remove(0))
     }
@@ -1184,8 +1195,7 @@ impl Writer<'_> {
         signature: DocumentSignature,
         metadata: Metadata,
     ) -> Result<InsertOutcome, IndexError> {
-        let mut outcomes = self.stage([(key, std::borrow::Cow::Owned(signature), metadata)], true)?;
-        Ok(outcomes.remove(0))
+        self.stage_one(key, std::borrow::Cow::Owned(signature), metadata, true)
     }
 
     /// [`Writer::insert_batch`] of signatures the writer takes, as

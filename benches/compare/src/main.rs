@@ -472,13 +472,12 @@ fn ingest_timeline(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::
     let task =
         std::fs::read_link("/proc/thread-self").map(|t| Path::new("/proc").join(t).join("stat")).unwrap_or_default();
     std::thread::spawn(move || {
-        let cpu = |path: &str| stat_cpu(&std::fs::read_to_string(path).unwrap_or_default()).map_or(0.0, |c| c.1);
-        let task = task.to_string_lossy().into_owned();
+        let process_stat = Path::new("/proc/self/stat");
         let mut sums = [(0.0f64, 0.0f64, 0.0f64); 4];
-        let (mut at, mut process, mut main) = (Instant::now(), cpu("/proc/self/stat"), cpu(&task));
+        let (mut at, mut process, mut main) = (Instant::now(), cpu_of(process_stat), cpu_of(&task));
         while !stop.load(Relaxed) {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            let (now, p, m) = (Instant::now(), cpu("/proc/self/stat"), cpu(&task));
+            let (now, p, m) = (Instant::now(), cpu_of(process_stat), cpu_of(&task));
             let sum = &mut sums[PHASE.load(Relaxed).min(3)];
             sum.0 += (now - at).as_secs_f64();
             sum.1 += p - process;
@@ -502,11 +501,17 @@ fn ingest_timeline(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::
 
 /// CPU seconds the calling thread has used (`/proc/thread-self/stat`).
 pub fn this_thread_cpu() -> f64 {
-    stat_cpu(&std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default()).map_or(0.0, |c| c.1)
+    cpu_of(Path::new("/proc/thread-self/stat"))
+}
+
+/// CPU seconds of the process or thread whose `stat` file is `path` (0
+/// when it cannot be read).
+fn cpu_of(path: &Path) -> f64 {
+    stat_cpu(&std::fs::read_to_string(path).unwrap_or_default()).map_or(0.0, |c| c.1)
 }
 
 pub fn cpu_reading() -> CpuReading {
-    let process = stat_cpu(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()).map_or(0.0, |c| c.1);
+    let process = cpu_of(Path::new("/proc/self/stat"));
     let mut threads = std::collections::BTreeMap::new();
     for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
         let Ok(tid) = task.file_name().to_string_lossy().parse::<u64>() else { continue };
