@@ -4,13 +4,19 @@
 //! over the real pages of `../shared/data`, or
 //! `cargo run --release --example profile_signatures -- pages FILE N [ROUNDS]`
 //! to sign (HTML to whole signature, one thread) the first N pages of a
-//! `pages.bin` that `neardex-compare gen` wrote (`benches/compare`).
+//! `pages.bin` that `neardex-compare gen` wrote (`benches/compare`), or
+//! `cargo run --release --example profile_signatures -- lines FILE N [ROUNDS]`
+//! to sign the first N lines of its `text.txt` (token text, as the
+//! comparison's peers are given it).
 use std::io::Read;
 
 fn main() {
     let stage = std::env::args().nth(1).unwrap_or_else(|| "spotsigs".into());
     if stage == "pages" {
         return sign_pages();
+    }
+    if stage == "lines" {
+        return sign_lines();
     }
     let rounds: usize = std::env::args().nth(2).and_then(|r| r.parse().ok()).unwrap_or(5);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/article-extraction-benchmark/html");
@@ -45,29 +51,54 @@ fn main() {
 
 /// The `pages` stage: records of a u32 LE length and that many bytes.
 fn sign_pages() {
+    sign_file("pages", |file, n| {
+        let mut pages = Vec::with_capacity(n);
+        let mut len = [0u8; 4];
+        while pages.len() < n && file.read_exact(&mut len).is_ok() {
+            let mut page = vec![0; u32::from_le_bytes(len) as usize];
+            file.read_exact(&mut page).expect("a truncated record");
+            pages.push(page);
+        }
+        pages
+    });
+}
+
+/// The `lines` stage: the first N lines of a token text file (`text.txt`
+/// of `neardex-compare gen`).
+fn sign_lines() {
+    use std::io::BufRead;
+    sign_file("lines", |file, n| file.lines().take(n).map(|l| l.expect("a line of UTF-8").into_bytes()).collect());
+}
+
+/// Reads the first N documents of FILE with `read` (`STAGE FILE N
+/// [ROUNDS]`), then signs them whole on one thread, ROUNDS times: HTML for
+/// `pages`, token text for `lines`.
+fn sign_file(stage: &str, read: impl FnOnce(&mut std::io::BufReader<std::fs::File>, usize) -> Vec<Vec<u8>>) {
     let arg = |i: usize| std::env::args().nth(i);
-    let usage = "profile_signatures pages FILE N [ROUNDS]";
-    let path = arg(2).expect(usage);
-    let n: usize = arg(3).and_then(|v| v.parse().ok()).expect(usage);
+    let usage = format!("profile_signatures {stage} FILE N [ROUNDS]");
+    let path = arg(2).expect(&usage);
+    let n: usize = arg(3).and_then(|v| v.parse().ok()).expect(&usage);
     let rounds: usize = arg(4).and_then(|v| v.parse().ok()).unwrap_or(1);
-    let mut file = std::io::BufReader::new(std::fs::File::open(&path).expect("pages file"));
-    let mut pages = Vec::with_capacity(n);
-    let mut len = [0u8; 4];
-    while pages.len() < n && file.read_exact(&mut len).is_ok() {
-        let mut page = vec![0; u32::from_le_bytes(len) as usize];
-        file.read_exact(&mut page).expect("a truncated record");
-        pages.push(page);
-    }
+    let docs = read(&mut std::io::BufReader::new(std::fs::File::open(&path).expect("input file")), n);
     let signer = neardex::Signer::new(neardex::SignatureConfig::default()).unwrap();
     let mut scratch = neardex::Scratch::default();
     let mut signatures = 0u64;
     let start = std::time::Instant::now();
     for _ in 0..rounds {
-        for page in &pages {
-            signatures += signer.sign_html_with(page, &mut scratch).vector.total();
+        for doc in &docs {
+            let signature = match stage {
+                "lines" => signer.sign_text_with(std::str::from_utf8(doc).unwrap_or(""), &mut scratch),
+                _ => signer.sign_html_with(doc, &mut scratch),
+            };
+            signatures += signature.vector.total();
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let signed = (pages.len() * rounds) as f64;
-    println!("pages: {:.0} pages/s, {:.0} signatures a page", signed / secs, signatures as f64 / signed);
+    let signed = (docs.len() * rounds) as f64;
+    println!(
+        "{stage}: {:.0} documents/s, {:.2} us a document, {:.0} signatures a document",
+        signed / secs,
+        secs * 1e6 / signed,
+        signatures as f64 / signed
+    );
 }

@@ -10,29 +10,34 @@ const SLOTS: usize = 2;
 /// zero padding is unambiguous) and stored in buckets of [`SLOTS`], with
 /// at least twice as many buckets as words; the hash multiplier is chosen
 /// at build time so that no bucket overflows (for the default lists: 512
-/// buckets, 28 KiB), and a look-up compares the two keys of one bucket
-/// without branching. A list of thousands of words needs a sparser, larger
+/// buckets, 32 KiB), and a look-up compares the two keys of one bucket
+/// without branching. A bucket is one 64-byte cache line: its keys, then
+/// their classes and the miss's (a look-up loads one line; with the keys
+/// and the classes in two arrays it loaded two: ARCHITECTURE.md,
+/// "Tokenizer fast paths"). A list of thousands of words needs a sparser, larger
 /// table to leave no bucket with three. Longer words live in a short list
 /// that only tokens longer than 16 bytes consult.
 #[derive(Debug, Clone)]
 pub(crate) struct WordTable {
-    keys: Vec<[u128; SLOTS]>,
-    /// The classes of a bucket's words, then 0: the class of a miss.
-    classes: Vec<[u64; SLOTS + 1]>,
+    buckets: Vec<Bucket>,
     multiplier: u64,
     shift: u32,
     long: Vec<(Box<str>, u64)>,
 }
 
+/// One bucket: its words' keys and classes side by side in one 64-byte
+/// cache line, so that a look-up (the miss's class included) loads one line.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Bucket {
+    keys: [u128; SLOTS],
+    /// The classes of the bucket's words, then 0: the class of a miss.
+    classes: [u64; SLOTS + 1],
+}
+
 impl Default for WordTable {
     fn default() -> Self {
-        WordTable {
-            keys: vec![[0; SLOTS]; 1],
-            classes: vec![[0; SLOTS + 1]; 1],
-            multiplier: 1,
-            shift: 64,
-            long: Vec::new(),
-        }
+        WordTable { buckets: vec![Bucket::default(); 1], multiplier: 1, shift: 64, long: Vec::new() }
     }
 }
 
@@ -66,7 +71,7 @@ impl WordTable {
     /// The number of buckets.
     #[cfg(test)]
     pub(crate) fn buckets(&self) -> usize {
-        self.keys.len()
+        self.buckets.len()
     }
 
     /// Builds the table of `(word, class bits)` entries; bits of repeated
@@ -94,13 +99,8 @@ impl WordTable {
             let mut multiplier = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..64 {
                 multiplier = multiplier.wrapping_mul(0xD6E8_FEB8_6659_FD93).wrapping_add(0xA076_1D64_78BD_642F) | 1;
-                let mut table = WordTable {
-                    keys: vec![[0; SLOTS]; buckets],
-                    classes: vec![[0; SLOTS + 1]; buckets],
-                    multiplier,
-                    shift,
-                    long: Vec::new(),
-                };
+                let mut table =
+                    WordTable { buckets: vec![Bucket::default(); buckets], multiplier, shift, long: Vec::new() };
                 if short.iter().all(|&(key, bits)| table.place(key, bits)) {
                     table.long = long;
                     return table;
@@ -119,10 +119,11 @@ impl WordTable {
     /// Puts a key in its bucket; false when the bucket is full.
     fn place(&mut self, key: u128, bits: u64) -> bool {
         let b = self.bucket_of(key);
-        match self.keys[b].iter().position(|&k| k == 0) {
+        let bucket = &mut self.buckets[b];
+        match bucket.keys.iter().position(|&k| k == 0) {
             Some(slot) => {
-                self.keys[b][slot] = key;
-                self.classes[b][slot] = bits;
+                bucket.keys[slot] = key;
+                bucket.classes[slot] = bits;
                 true
             }
             None => false,
@@ -145,7 +146,7 @@ impl WordTable {
     #[inline]
     pub(crate) fn get_packed(&self, key: u128) -> u64 {
         let b = self.bucket_of(key);
-        let (keys, classes) = (&self.keys[b], &self.classes[b]);
+        let Bucket { keys, classes } = &self.buckets[b];
         // Slot 0, slot 1, or the miss (2): at most one key matches.
         let slot = 2 - 2 * usize::from(keys[0] == key) - usize::from(keys[1] == key);
         classes[slot]
@@ -172,6 +173,12 @@ mod tests {
         assert_eq!(table.get("w2000"), 0);
         assert_eq!(table.get("exactlysixteenby"), 0);
         assert_eq!(WordTable::build(&[]).get("the"), 0);
+    }
+
+    #[test]
+    fn a_bucket_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Bucket>(), 64);
+        assert_eq!(std::mem::align_of::<Bucket>(), 64);
     }
 
     #[test]
