@@ -162,7 +162,7 @@ enum Command {
         /// (faster for large loads; use batches of thousands).
         #[arg(long)]
         bulk: bool,
-        /// Documents per durable commit [default: 1000, with --bulk 50000].
+        /// Documents per durable commit [default: 1000, with --bulk 200000].
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         batch: Option<u64>,
         /// Write the JSON line of each document added, as it was read, to
