@@ -679,6 +679,9 @@ fn insert_batch_stages_like_single_inserts() {
     assert_eq!(s.len(), 5);
     assert_eq!(s.get("d").unwrap().unwrap().metadata, meta("ud"));
     assert!(s.get("e").unwrap().is_some() && s.get("f").unwrap().is_none());
+    // The refused key still names the document it named.
+    let b = s.get("b").unwrap().unwrap();
+    assert_eq!((b.id, b.metadata), (ids[0], meta("ub")));
     index.verify().unwrap();
 }
 

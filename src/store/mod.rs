@@ -1652,9 +1652,6 @@ impl Staging<'_> {
         metadata: Metadata,
         key_must_be_free: bool,
     ) -> Result<InsertOutcome, IndexError> {
-        if key_must_be_free && tables.keys.get(key).map_err(redb_err("reading keys"))?.is_some() {
-            return Err(IndexError::DuplicateKey { key: key.to_owned() });
-        }
         // A signature made here or taken is moved into the records; one
         // handed in by reference is copied.
         let (vector, band_keys, fingerprint) = match signature {
@@ -1662,7 +1659,6 @@ impl Staging<'_> {
             std::borrow::Cow::Borrowed(s) => (s.vector.clone(), s.band_keys.clone(), s.fingerprint),
         };
         let id = *self.next_doc_id;
-        *self.next_doc_id += 1;
         // Committed documents have smaller ids than staged ones.
         let mut exact_duplicate_of = self.committed.smallest(fingerprint, tables.legacy_fingerprints.as_ref())?;
         if exact_duplicate_of.is_none() {
@@ -1670,9 +1666,17 @@ impl Staging<'_> {
             exact_duplicate_of =
                 self.added_fingerprints.ids(fingerprint).iter().copied().find(|id| added.contains_key(id));
         }
+        // Nothing has changed yet. The key is looked up and written in one
+        // descent of its table: a key found taken (when it must be free)
+        // gets its id back, and the error leaves everything as it was.
+        let taken = tables.keys.insert(key, id).map_err(redb_err("writing keys"))?.map(|old| old.value());
+        if let (Some(old), true) = (taken, key_must_be_free) {
+            tables.keys.insert(key, old).map_err(redb_err("writing keys"))?;
+            return Err(IndexError::DuplicateKey { key: key.to_owned() });
+        }
+        *self.next_doc_id += 1;
         self.added_fingerprints.add(id, fingerprint);
         let record = DocRecord { key: key.to_owned(), fingerprint, metadata };
-        tables.keys.insert(key, id).map_err(redb_err("writing keys"))?;
         tables.docs.insert(id, record.encode().as_slice()).map_err(redb_err("writing docs"))?;
         let pending = PendingRecord { vector, band_keys, fingerprint: Some(fingerprint) };
         if !self.bulk {
