@@ -49,9 +49,10 @@ fn main() {
     println!("{stage}: {:.1} MB/s", (bytes * rounds) as f64 / secs / 1e6);
 }
 
-/// The `pages` stage: records of a u32 LE length and that many bytes.
+/// The `pages` stage: records of a u32 LE length and that many bytes,
+/// signed from their HTML.
 fn sign_pages() {
-    sign_file("pages", |file, n| {
+    let read = |file: &mut std::io::BufReader<std::fs::File>, n: usize| {
         let mut pages = Vec::with_capacity(n);
         let mut len = [0u8; 4];
         while pages.len() < n && file.read_exact(&mut len).is_ok() {
@@ -60,20 +61,28 @@ fn sign_pages() {
             pages.push(page);
         }
         pages
-    });
+    };
+    sign_file("pages", read, |signer, page: &Vec<u8>, scratch| signer.sign_html_with(page, scratch));
 }
 
 /// The `lines` stage: the first N lines of a token text file (`text.txt`
-/// of `neardex-compare gen`).
+/// of `neardex-compare gen`), signed as text.
 fn sign_lines() {
     use std::io::BufRead;
-    sign_file("lines", |file, n| file.lines().take(n).map(|l| l.expect("a line of UTF-8").into_bytes()).collect());
+    let read = |file: &mut std::io::BufReader<std::fs::File>, n: usize| {
+        file.lines().take(n).map(|l| l.expect("a line of UTF-8")).collect()
+    };
+    sign_file("lines", read, |signer, line: &String, scratch| signer.sign_text_with(line, scratch));
 }
 
 /// Reads the first N documents of FILE with `read` (`STAGE FILE N
-/// [ROUNDS]`), then signs them whole on one thread, ROUNDS times: HTML for
-/// `pages`, token text for `lines`.
-fn sign_file(stage: &str, read: impl FnOnce(&mut std::io::BufReader<std::fs::File>, usize) -> Vec<Vec<u8>>) {
+/// [ROUNDS]`), then signs them whole with `sign` on one thread, ROUNDS
+/// times.
+fn sign_file<T>(
+    stage: &str,
+    read: impl FnOnce(&mut std::io::BufReader<std::fs::File>, usize) -> Vec<T>,
+    sign: impl Fn(&neardex::Signer, &T, &mut neardex::Scratch) -> neardex::DocumentSignature,
+) {
     let arg = |i: usize| std::env::args().nth(i);
     let usage = format!("profile_signatures {stage} FILE N [ROUNDS]");
     let path = arg(2).expect(&usage);
@@ -86,11 +95,7 @@ fn sign_file(stage: &str, read: impl FnOnce(&mut std::io::BufReader<std::fs::Fil
     let start = std::time::Instant::now();
     for _ in 0..rounds {
         for doc in &docs {
-            let signature = match stage {
-                "lines" => signer.sign_text_with(std::str::from_utf8(doc).unwrap_or(""), &mut scratch),
-                _ => signer.sign_html_with(doc, &mut scratch),
-            };
-            signatures += signature.vector.total();
+            signatures += sign(&signer, doc, &mut scratch).vector.total();
         }
     }
     let secs = start.elapsed().as_secs_f64();

@@ -14,9 +14,9 @@ const SLOTS: usize = 2;
 /// without branching. A bucket is one 64-byte cache line: its keys, then
 /// their classes and the miss's (a look-up loads one line; with the keys
 /// and the classes in two arrays it loaded two: ARCHITECTURE.md,
-/// "Tokenizer fast paths"). A list of thousands of words needs a sparser, larger
-/// table to leave no bucket with three. Longer words live in a short list
-/// that only tokens longer than 16 bytes consult.
+/// "Tokenizer fast paths"). A list of thousands of words needs a sparser,
+/// larger table to leave no bucket with three. Longer words live in a
+/// short list that only tokens longer than 16 bytes consult.
 #[derive(Debug, Clone)]
 pub(crate) struct WordTable {
     buckets: Vec<Bucket>,

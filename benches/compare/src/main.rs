@@ -181,6 +181,13 @@ impl Docs {
     }
 }
 
+/// `COMPARE_BULK=N`: the documents of a commit through a bulk writer
+/// (each commit a segment of its own), or `None` for a commit per chunk
+/// through the writer.
+fn bulk_commit() -> Option<usize> {
+    std::env::var("COMPARE_BULK").ok().map(|v| v.parse().expect("COMPARE_BULK=N"))
+}
+
 /// Reads `path` and signs every document on two threads, handing each
 /// chunk to `consume` in page order.
 ///
@@ -196,8 +203,7 @@ impl Docs {
 /// 1.64-1.68 cores busy; with these, 1.87-1.90 (HISTORY.md). With 200,000
 /// documents a commit, 64 chunks kept 1.56 cores busy and 256 kept 1.76.
 pub fn sign_all(path: &Path, signer: &Signer, mut consume: impl FnMut(Vec<(u64, DocumentSignature)>)) {
-    let bulk_chunks =
-        std::env::var("COMPARE_BULK").ok().and_then(|v| v.parse::<usize>().ok()).map_or(0, |n| n / BATCH * 5 / 4);
+    let bulk_chunks = bulk_commit().map_or(0, |n| n / BATCH * 5 / 4);
     let depth: usize = std::env::var("COMPARE_QUEUE").ok().and_then(|v| v.parse().ok()).unwrap_or(bulk_chunks.max(64));
     let nice: i32 = std::env::var("COMPARE_SIGNER_NICE").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
     let (raw_tx, raw_rx) = sync_channel::<(usize, Vec<(u64, Vec<u8>)>)>(4);
@@ -975,9 +981,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     let (mut t_writer, mut t_insert, mut t_commit, mut t_wait) = (0.0, 0.0, 0.0, 0.0);
     // The committing thread's CPU in its inserts and its commits.
     let (mut cpu_insert, mut cpu_commit) = (0.0, 0.0);
-    // COMPARE_BULK=N: commits of N documents through a bulk writer (each
-    // commit writes its own segment) instead of 1,000 through the writer.
-    let bulk: Option<usize> = std::env::var("COMPARE_BULK").ok().map(|v| v.parse().expect("COMPARE_BULK=N"));
+    let bulk = bulk_commit();
     // The open writer and the documents it staged.
     let mut open: Option<(neardex::store::Writer<'_>, usize)> = None;
     let mut last = Instant::now();

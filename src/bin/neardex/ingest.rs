@@ -12,14 +12,15 @@ use neardex::store::{Document, Index, IndexError, InsertIfNew, Metadata, Searche
 use neardex::{DocumentSignature, Signer, Threshold};
 use serde_json::json;
 
-/// Documents per durable commit, by default: through the writer, and
-/// through a bulk writer (`--bulk`), whose every commit writes a segment.
-/// Bulk commits of 200,000 leave a load of up to 1.6M documents unmerged
-/// (eight segments of a tier, 200,000 documents, are what the merge policy
-/// waits for): 500,000 generated pages as JSON Lines went in at
-/// 51,038-54,249 docs/s against 43,777-51,532 with 50,000 a commit (three
-/// alternated pairs), in 0.93 GB against 1.38-1.42 GB.
+/// Documents per durable commit, by default, through the writer.
 pub const BATCH: usize = 1_000;
+/// Documents per durable commit, by default, through a bulk writer
+/// (`--bulk`), whose every commit writes a segment. Commits of 200,000
+/// leave a load of up to 1.6M documents unmerged (eight segments of a
+/// tier, 200,000 documents, are what the merge policy waits for): 500,000
+/// generated pages as JSON Lines went in at 51,038-54,249 docs/s against
+/// 43,777-51,532 with 50,000 a commit (three alternated pairs), in 0.93 GB
+/// against 1.38-1.42 GB.
 pub const BULK_BATCH: usize = 200_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
