@@ -137,3 +137,12 @@ versions = {r["tool"]: r.get("version") for rs in runs.values() for r in rs if r
 gaoya = subprocess.run(["cargo", "tree", "--manifest-path", os.path.join(os.path.dirname(os.path.abspath(__file__)), "Cargo.toml"),
                         "-p", "gaoya", "--depth", "0"], capture_output=True, text=True).stdout.strip()
 print(f"Peers: datasketch {versions.get('datasketch', '?')}, rensa {versions.get('rensa', '?')}, {gaoya or 'gaoya (see Cargo.lock)'}.")
+allocators = {}
+for tool in order:
+    for r in runs.get(tool, []):
+        if r.get("allocator") not in (None, "python"):
+            allocators.setdefault(r["allocator"], set()).add(tool)
+if allocators:
+    # Results from before the harness chose an allocator carry none.
+    print("Allocators: " + "; ".join(f"{a} for {', '.join(t for t in order if t in tools)}"
+                                     for a, tools in sorted(allocators.items())) + ".")

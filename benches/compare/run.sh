@@ -48,14 +48,23 @@ else
     grep -v '"score"' "$results" > "$results.tmp" 2>/dev/null || true
     mv "$results.tmp" "$results"
 fi
-record() { # run tool... : its JSON lines (one, or two with COMPARE_OPTIMIZE=1), tagged with the run
-    local run=$1; shift
-    echo "run $run: $*" >&2
-    "$@" | python3 -c "
+# The harness's tools each run under the allocator they measured fastest
+# under (HISTORY.md, "The allocator"): neardex and the prefix filter under
+# mimalloc, gaoya under the system's malloc (its ingest, the figure the
+# ratio takes, was 5% slower under mimalloc). COMPARE_ALLOCATOR=system or
+# mimalloc puts every Rust tool under one.
+allocator() { # tool
+    if [ -n "${COMPARE_ALLOCATOR:-}" ]; then echo "$COMPARE_ALLOCATOR";
+    elif [ "$1" = gaoya ]; then echo system; else echo mimalloc; fi
+}
+record() { # run allocator tool... : its JSON lines (one, or two with COMPARE_OPTIMIZE=1), tagged with the run and the allocator
+    local run=$1 alloc=$2; shift 2
+    echo "run $run ($alloc): $*" >&2
+    COMPARE_ALLOCATOR=$alloc "$@" | python3 -c "
 import json, sys
 for line in sys.stdin:
     if line.strip():
-        r = json.loads(line); r['run'] = $run; print(json.dumps(r))" >> "$results"
+        r = json.loads(line); r['run'] = $run; r['allocator'] = '$alloc'; print(json.dumps(r))" >> "$results"
 }
 # COMPARE_OPTIMIZE=1: neardex also optimizes its index (one segment) after
 # its figures and measures queries and all pairs again (rows "-optimized").
@@ -69,12 +78,12 @@ wants() { [[ " $tools " == *" $1 "* ]]; }
 for run in $(seq 1 "$runs"); do
     for tool in prefix neardex; do
         if wants "$tool"; then
-            for scheme in $schemes; do record "$run" "$bin" "$tool" "$work" "$scheme"; done
+            for scheme in $schemes; do record "$run" "$(allocator "$tool")" "$bin" "$tool" "$work" "$scheme"; done
         fi
     done
-    if wants gaoya; then record "$run" "$bin" gaoya "$work"; fi
-    if wants rensa; then record "$run" "$venv/bin/python" "$here/peers.py" "$work" rensa; fi
-    if wants datasketch; then record "$run" "$venv/bin/python" "$here/peers.py" "$work" datasketch; fi
+    if wants gaoya; then record "$run" "$(allocator gaoya)" "$bin" gaoya "$work"; fi
+    if wants rensa; then record "$run" python "$venv/bin/python" "$here/peers.py" "$work" rensa; fi
+    if wants datasketch; then record "$run" python "$venv/bin/python" "$here/peers.py" "$work" datasketch; fi
 done
 # Quality against exact ground truth: the prefix-filter join's pairs (and
 # the two exact tools must agree pair for pair).

@@ -15,6 +15,9 @@
 //! neardex-compare score TRUTH PAIRS         recall and precision of PAIRS against TRUTH
 //! ```
 //!
+//! Every command allocates with mimalloc, or with the system's malloc under
+//! `COMPARE_ALLOCATOR=system` (src/alloc.rs).
+//!
 //! `pages.bin` holds each page's HTML as a little-endian u32 length and the
 //! bytes; `text.txt` one line per page: its visible text as neardex's
 //! tokens, lower-cased and joined by single spaces, which is the text every
@@ -29,6 +32,7 @@ mod common;
 
 use common::webcorpus;
 
+mod alloc;
 mod prefix;
 
 use std::collections::HashSet;
@@ -52,6 +56,11 @@ const SEED: u64 = 7;
 const BATCH: usize = 1_000;
 
 fn main() {
+    if std::env::var("COMPARE_ALLOCATOR").is_ok_and(|v| v != "system" && v != "mimalloc") {
+        eprintln!("COMPARE_ALLOCATOR is system or mimalloc");
+        usage();
+    }
+    eprintln!("allocator: {}", alloc::name());
     start_memory_sampler();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_else(|| usage());
