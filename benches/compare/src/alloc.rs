@@ -17,36 +17,52 @@ use mimalloc::MiMalloc;
 /// Routes every allocation of the process to one allocator.
 pub struct Chosen;
 
-/// 0 before the first allocation, then [`MIMALLOC`] or [`SYSTEM`].
+/// 0 before the first allocation, then [`MIMALLOC`], [`SYSTEM`], or
+/// [`OTHER`] (a value that names neither: mimalloc, and [`name`] says the
+/// value is wrong).
 static CHOICE: AtomicU8 = AtomicU8::new(0);
 const MIMALLOC: u8 = 1;
 const SYSTEM: u8 = 2;
+const OTHER: u8 = 3;
 
-/// Whether this process allocates with the system's malloc. Read from
-/// the environment at the first allocation, with `getenv` (which does not
-/// allocate); threads that race there read the same variable.
-fn system() -> bool {
+/// The process's choice, read from the environment at the first
+/// allocation with `getenv` (which does not allocate); threads that race
+/// there read the same variable.
+fn choice() -> u8 {
     match CHOICE.load(Ordering::Relaxed) {
-        MIMALLOC => false,
-        SYSTEM => true,
-        _ => {
+        0 => {
             // SAFETY: a NUL-terminated name; the value, when there is one,
             // is a NUL-terminated string that nothing frees while it is
             // read (the harness never changes its environment).
             let value = unsafe { libc::getenv(c"COMPARE_ALLOCATOR".as_ptr()) };
-            let system = !value.is_null() && unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes() == b"system";
-            CHOICE.store(if system { SYSTEM } else { MIMALLOC }, Ordering::Relaxed);
-            system
+            let choice = if value.is_null() {
+                MIMALLOC
+            } else {
+                match unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes() {
+                    b"mimalloc" => MIMALLOC,
+                    b"system" => SYSTEM,
+                    _ => OTHER,
+                }
+            };
+            CHOICE.store(choice, Ordering::Relaxed);
+            choice
         }
+        choice => choice,
     }
 }
 
-/// The name of the allocator this process uses (for the results).
-pub fn name() -> &'static str {
-    if system() {
-        "system"
-    } else {
-        "mimalloc"
+/// Whether this process allocates with the system's malloc.
+fn system() -> bool {
+    choice() == SYSTEM
+}
+
+/// The name of the allocator this process uses (for the results), or
+/// `None` when `COMPARE_ALLOCATOR` names neither.
+pub fn name() -> Option<&'static str> {
+    match choice() {
+        SYSTEM => Some("system"),
+        MIMALLOC => Some("mimalloc"),
+        _ => None,
     }
 }
 

@@ -56,11 +56,11 @@ const SEED: u64 = 7;
 const BATCH: usize = 1_000;
 
 fn main() {
-    if std::env::var("COMPARE_ALLOCATOR").is_ok_and(|v| v != "system" && v != "mimalloc") {
+    let Some(allocator) = alloc::name() else {
         eprintln!("COMPARE_ALLOCATOR is system or mimalloc");
         usage();
-    }
-    eprintln!("allocator: {}", alloc::name());
+    };
+    eprintln!("allocator: {allocator}");
     start_memory_sampler();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_else(|| usage());
