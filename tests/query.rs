@@ -728,6 +728,58 @@ proptest! {
         prop_assert_eq!(got, expected);
     }
 
+    /// In one segment with nothing pending (after `optimize`), the
+    /// self-join's shared signatures and held-last counts come from that
+    /// segment's keys alone, exactly: its pairs are still the oracle's,
+    /// with near-duplicates holding signatures only the two of them hold,
+    /// and deleted documents still listed in the segment.
+    #[test]
+    fn self_join_in_one_segment_equals_the_oracle(
+        originals in prop::collection::vec(arb_unique_vector(), 2..30),
+        copies in prop::collection::vec((0usize..30, 0usize..24, any::<u64>()), 1..20),
+        deletes in prop::collection::vec(0usize..50, 0..5),
+        set in any::<bool>(),
+        ppb in 500_000_000u32..=1_000_000_000,
+    ) {
+        let measure = if set { Similarity::SetJaccard } else { Similarity::MultisetJaccard };
+        let (_dir, index, config) = index_flushed_by_hand(measure);
+        let mut docs: Vec<SignatureVector> = originals.clone();
+        for &(of, drop, hash) in &copies {
+            docs.push(near_copy(&originals[of % originals.len()], drop, hash));
+        }
+        // Two flushes, then one segment of both.
+        let mut n = 0;
+        for half in docs.chunks(docs.len().div_ceil(2)) {
+            let mut w = index.writer().unwrap();
+            for vector in half {
+                n += 1;
+                let signature = signature_of(&config, vector.clone(), n - 1);
+                w.insert(&(n - 1).to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
+            }
+            w.commit().unwrap();
+            index.flush().unwrap();
+        }
+        index.optimize().unwrap();
+        let mut live = vec![true; docs.len()];
+        let mut w = index.writer().unwrap();
+        for d in deletes {
+            let d = d % docs.len();
+            w.delete(&d.to_string()).unwrap();
+            live[d] = false;
+        }
+        w.commit().unwrap();
+        let stats = index.stats().unwrap();
+        prop_assert_eq!((stats.segments, stats.pending), (1, 0));
+        let s = index.searcher().unwrap();
+        let mut indexed = Vec::new();
+        for (n, vector) in docs.iter().enumerate().filter(|&(n, _)| live[n]) {
+            indexed.push((s.get(&n.to_string()).unwrap().unwrap().id, vector));
+        }
+        let tau = Threshold::from_ppb(ppb).unwrap();
+        let (got, expected) = join_and_oracle(&s, &indexed, measure, tau);
+        prop_assert_eq!(got, expected);
+    }
+
     /// The self-join looks a shared signature up only in the segments its
     /// masks name, one bit per segment position modulo 8: with eleven
     /// segments, three bits stand for two segments each. Near-duplicates
