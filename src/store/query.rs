@@ -394,10 +394,9 @@ impl<B: AsRef<[u8]>> KeySource<'_, B> {
     ) -> Result<(), IndexError> {
         match *self {
             KeySource::Segment(segment) => {
-                for key in segment.posting_keys_between(lo, hi) {
-                    let (key, only, index) = key?;
-                    f(key, only.is_none(), only, Some(index))?;
-                }
+                segment.for_each_posting_entry_between(lo, hi, |key, only, index| {
+                    f(key, only.is_none(), only, Some(index))
+                })?;
             }
             KeySource::Sorted(keys) => {
                 let from = keys.partition_point(|k| k.0 < lo);

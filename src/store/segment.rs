@@ -1346,8 +1346,6 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &self.bytes.as_ref()[offset..offset + length]
     }
 
-    /// A key section (posting or band keys) read through its layout,
-    /// whose size parsing checked.
     /// Calls `f` with each posting key `k`, `lo <= k <= hi`, ascending:
     /// [`Segment::posting_keys_between`] without reading the entries.
     ///
@@ -1361,11 +1359,54 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(())
     }
 
+    /// Calls `f` with each posting key `k`, `lo <= k <= hi`, ascending,
+    /// its inline list's only ordinal and its index in the key section:
+    /// [`Segment::posting_keys_between`] as a walk, with no item to hand
+    /// back for each key (the iterator's, a `Result`, went through memory
+    /// in a build's hot loop).
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the keys do not ascend; an error of
+    /// `f`, which ends the walk.
+    #[inline]
+    pub fn for_each_posting_entry_between(
+        &self,
+        lo: u64,
+        hi: u64,
+        mut f: impl FnMut(u64, Option<u32>, usize) -> Result<(), IndexError>,
+    ) -> Result<(), IndexError> {
+        let offsets = self.section(SectionKind::PostingOffsets);
+        let mut keys = self.posting_keys_between(lo, hi);
+        while let Some(next) = keys.next_key() {
+            let (i, key) = next?;
+            f(key, self.inline_only(offsets, i), i)?;
+        }
+        Ok(())
+    }
+
+    /// The only ordinal of posting key `i`'s list when it is an inline
+    /// one-document entry (`offsets`: the posting entries section). A wide
+    /// inline entry holding more than an ordinal is damaged: it counts as
+    /// a list (of several), which only costs look-ups, and its look-up
+    /// reports the damage.
+    #[inline]
+    fn inline_only(&self, offsets: &[u8], i: usize) -> Option<u32> {
+        if self.narrow {
+            let entry = le_u32(offsets, i * 4);
+            (entry & NARROW_INLINE != 0).then_some(entry & !NARROW_INLINE)
+        } else {
+            let entry = le_u64(offsets, i * 8);
+            (entry & INLINE != 0).then(|| u32::try_from(entry & !INLINE).ok()).flatten()
+        }
+    }
+
     /// How many posting keys (distinct signatures) the segment lists.
     pub fn posting_key_count(&self) -> usize {
         self.keys(SectionKind::PostingKeys).len()
     }
 
+    /// A key section (posting or band keys) read through its layout,
+    /// whose size parsing checked.
     fn keys(&self, kind: SectionKind) -> Keys<'_> {
         let i = usize::from(kind == SectionKind::BandKeys);
         Keys::of(self.section(kind), self.dropped_bits[i], self.key_counts[i])
@@ -2250,19 +2291,8 @@ impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
             Ok(next) => next,
             Err(e) => return Some(Err(e)),
         };
-        let segment = self.segment;
-        let offsets = segment.section(SectionKind::PostingOffsets);
-        // A wide inline entry holding more than an ordinal is damaged: it
-        // counts as a list (of several), which only costs look-ups, and
-        // its look-up reports the damage.
-        let only = if segment.narrow {
-            let entry = le_u32(offsets, i * 4);
-            (entry & NARROW_INLINE != 0).then_some(entry & !NARROW_INLINE)
-        } else {
-            let entry = le_u64(offsets, i * 8);
-            (entry & INLINE != 0).then(|| u32::try_from(entry & !INLINE).ok()).flatten()
-        };
-        Some(Ok((key, only, i)))
+        let offsets = self.segment.section(SectionKind::PostingOffsets);
+        Some(Ok((key, self.segment.inline_only(offsets, i), i)))
     }
 }
 
