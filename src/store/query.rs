@@ -480,7 +480,8 @@ impl SharedSignatures {
     /// and leave out counts. The
     /// result is sized before: from the first pass over every 32nd range
     /// (keys are hash values, so about evenly spread), or over all of them
-    /// for fewer than four million keys.
+    /// for fewer than four million keys. When one source lists every key,
+    /// [`SharedSignatures::of_one_source`] builds them in one pass.
     fn of_sources<B: AsRef<[u8]> + Sync>(
         sources: &[(KeySource<'_, B>, u8)],
         measure: Similarity,
@@ -499,7 +500,7 @@ impl SharedSignatures {
         use rayon::prelude::*;
         let ranges = 1usize << Self::RANGE_BITS;
         let step = step.clamp(1, ranges);
-        let mut listing = sources.iter().filter(|(source, _)| source.len() > 0);
+        let mut listing = sources.iter().enumerate().filter(|(_, (source, _))| source.len() > 0);
         if let (Some((lone, _)), None) = (listing.next(), listing.next()) {
             return Self::of_one_source(sources, lone, step, measure);
         }
@@ -631,8 +632,8 @@ impl SharedSignatures {
         (bases, WorkerCounts::new(documents))
     }
 
-    /// [`SharedSignatures::of_sources`] when `lone` is the only source
-    /// that lists keys (one segment and no pending document, as after
+    /// [`SharedSignatures::of_sources`] when `sources[lone]` is the only
+    /// source that lists keys (one segment and no pending document, as after
     /// [`Index::optimize`](crate::Index::optimize)): no key is listed
     /// twice, so a key is shared exactly when its list holds several
     /// documents, and its last holder in the join's order is its inline
@@ -644,19 +645,21 @@ impl SharedSignatures {
     /// multi-document lists of every `step`-th range.
     fn of_one_source<B: AsRef<[u8]> + Sync>(
         sources: &[(KeySource<'_, B>, u8)],
-        lone: &KeySource<'_, B>,
+        lone: usize,
         step: usize,
         measure: Similarity,
     ) -> Result<SharedSignatures, IndexError> {
         use rayon::prelude::*;
         let ranges = 1usize << Self::RANGE_BITS;
-        let last_in_order = LastInOrder::of(lone, measure)?;
+        // `lone` is an index of `sources` (of_sources_sampled's).
+        let lone_source = &sources[lone].0;
+        let last_in_order = LastInOrder::of(lone_source, measure)?;
         let sampled: Vec<usize> = (0..ranges.div_ceil(step))
             .into_par_iter()
             .map(|i| {
                 let (lo, hi) = Self::range_bounds(i * step);
                 let mut several_keys = 0;
-                lone.for_each_between(lo, hi, |_, several, _, _| {
+                lone_source.for_each_between(lo, hi, |_, several, _, _| {
                     several_keys += usize::from(several);
                     Ok(())
                 })?;
@@ -666,9 +669,8 @@ impl SharedSignatures {
         let keys = (sampled.iter().sum::<usize>() * ranges).div_ceil(sampled.len().max(1));
         let mut filter = KeyFilter::sized_in(keys, ranges);
         let (bases, counters) = Self::bases(sources);
-        // The lone source's counts; none for the pending documents.
-        let (base, documents) =
-            sources.iter().zip(&bases).find(|((source, _), _)| std::ptr::eq(source, lone)).map_or((0, 0), |(_, &b)| b);
+        // The lone source's counts (none for the pending documents).
+        let (base, documents) = bases[lone];
         let words = filter.words.len();
         let words_per_range = words / ranges;
         filter.words.par_chunks_mut(words_per_range).enumerate().try_for_each(|(range, own_words)| {
@@ -678,14 +680,14 @@ impl SharedSignatures {
             own_words.fill(0);
             let mut all_counts = counters.mine();
             let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
-            lone.for_each_between(lo, hi, |key, several, only, index| {
+            lone_source.for_each_between(lo, hi, |key, several, only, index| {
                 let last = if several {
                     if let Some(word) =
                         KeyFilter::word_of(words, key).checked_sub(word_base).and_then(|i| own_words.get_mut(i))
                     {
                         *word |= KeyFilter::mask(key);
                     }
-                    match (lone, index) {
+                    match (lone_source, index) {
                         (KeySource::Segment(segment), Some(index)) => {
                             last_in_order.last_of(&segment.posting_list_at(index)?)
                         }
