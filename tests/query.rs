@@ -732,7 +732,8 @@ proptest! {
     /// self-join's shared signatures and held-last counts come from that
     /// segment's keys alone, exactly: its pairs are still the oracle's,
     /// with near-duplicates holding signatures only the two of them hold,
-    /// and deleted documents still listed in the segment.
+    /// and deleted documents still listed in the segment (up to a quarter
+    /// of them).
     #[test]
     fn self_join_in_one_segment_equals_the_oracle(
         originals in prop::collection::vec(arb_unique_vector(), 2..30),
@@ -768,8 +769,10 @@ proptest! {
             live[d] = false;
         }
         w.commit().unwrap();
+        // One segment, or none when every document was deleted (a segment
+        // with more than a quarter deleted is rewritten without them).
         let stats = index.stats().unwrap();
-        prop_assert_eq!((stats.segments, stats.pending), (1, 0));
+        prop_assert!(stats.segments <= 1 && stats.pending == 0, "{stats:?}");
         let s = index.searcher().unwrap();
         let mut indexed = Vec::new();
         for (n, vector) in docs.iter().enumerate().filter(|&(n, _)| live[n]) {
