@@ -1053,8 +1053,9 @@ impl FingerprintFilter {
 /// and the TLB at each of its three or four probes. Each bucket also has a
 /// 32-bit mask of the next five bits of its keys: most query signatures are
 /// absent from most segments, and about four in five of those are answered
-/// by the mask without reading a key. One byte a key, built in one
-/// sequential pass over the section. Over a damaged (unsorted) section it
+/// by the mask without reading a key. One byte a key, built in one pass
+/// over the section (in parts on all cores, each part over its own
+/// buckets, from two million keys). Over a damaged (unsorted) section it
 /// finds nothing wrong and may miss keys; `verify` finds the damage.
 struct KeyDirectory {
     /// Bits of the hash that choose a bucket (0: one bucket).
@@ -1073,6 +1074,11 @@ impl std::fmt::Debug for KeyDirectory {
 }
 
 impl KeyDirectory {
+    /// Sections of fewer keys are walked on the calling thread; larger
+    /// ones in parts on all cores (a segment of a million pages has tens
+    /// of millions, and the first query after an open waits for them).
+    const PARALLEL_FROM: usize = 1 << 21;
+
     /// The directory of `keys`: at least as many bucket bits as the keys
     /// leave out, so that a bucket's keys share their stored top bits.
     fn build(keys: Keys<'_>) -> KeyDirectory {
@@ -1081,16 +1087,53 @@ impl KeyDirectory {
             return KeyDirectory { bits: 0, entries: Vec::new() };
         }
         let bits = (n / 8).max(1).ilog2().max(keys.dropped());
-        let mut entries = vec![[0u32; 2]; (1usize << bits) + 1];
-        for key in keys.iter_from(0) {
-            let b = Self::bucket(bits, key);
-            entries[b + 1][0] += 1;
-            entries[b][1] |= Self::sub_bit(bits, key);
-        }
-        for i in 1..entries.len() {
-            entries[i][0] += entries[i - 1][0];
+        let parts = if n < Self::PARALLEL_FROM { 1 } else { rayon::current_num_threads().max(1) * 4 };
+        let (mut entries, counted) = Self::counted(keys, bits, parts);
+        if counted != n {
+            // Only over a damaged (unsorted) section, whose parts' walks
+            // may overlap or stop early: one walk counts every key once.
+            (entries, _) = Self::counted(keys, bits, 1);
         }
         KeyDirectory { bits, entries }
+    }
+
+    /// The entries of `keys` with `bits` bucket bits, and how many keys
+    /// they count: each bucket's keys counted and its mask set by one of
+    /// `parts` walks (each over its own buckets: from the first key of its
+    /// first one, found by a search, to the first key past its last), then
+    /// the counts turned into the buckets' first indices.
+    fn counted(keys: Keys<'_>, bits: u32, parts: usize) -> (Vec<[u32; 2]>, usize) {
+        use rayon::prelude::*;
+        let buckets = 1usize << bits;
+        let mut entries = vec![[0u32; 2]; buckets + 1];
+        let per_part = buckets.div_ceil(parts.clamp(1, buckets));
+        let walk = |part: usize, own: &mut [[u32; 2]]| {
+            let first = part * per_part;
+            let from = (first as u64).checked_shl(64 - bits).map_or(0, |lo| keys.lower_bound(lo));
+            for key in keys.iter_from(if part == 0 { 0 } else { from }) {
+                match Self::bucket(bits, key).checked_sub(first).and_then(|i| own.get_mut(i)) {
+                    Some(entry) => {
+                        entry[0] += 1;
+                        entry[1] |= Self::sub_bit(bits, key);
+                    }
+                    // Past this part's buckets (or, damaged, before them).
+                    None => break,
+                }
+            }
+        };
+        let own = &mut entries[..buckets];
+        if per_part >= buckets {
+            walk(0, own);
+        } else {
+            own.par_chunks_mut(per_part).enumerate().for_each(|(part, own)| walk(part, own));
+        }
+        let mut start = 0u32;
+        for entry in &mut entries {
+            let count = entry[0];
+            entry[0] = start;
+            start = start.saturating_add(count);
+        }
+        (entries, start as usize)
     }
 
     fn bucket(bits: u32, key: u64) -> usize {
@@ -3082,5 +3125,50 @@ mod tests {
         let mut damaged = bytes.clone();
         damaged[offset + 16..offset + 20].copy_from_slice(&9u32.to_le_bytes());
         assert!(rechecksummed(damaged).contains("out of range"));
+    }
+
+    /// A section large enough to be walked in parts gets the directory one
+    /// walk gives, and every key is found through it; over a damaged
+    /// (unsorted) section the build falls back to that one walk.
+    #[test]
+    fn key_directories_built_in_parts_equal_one_walk() {
+        let n = KeyDirectory::PARALLEL_FROM + 4_321;
+        let mut sorted: Vec<u64> = (0..n as u64).map(|k| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (k >> 7)).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        // With the writer's layout (16 bits dropped) and with whole keys.
+        let mut bits = 0;
+        for t in [keys::dropped_bits(sorted.len()), 0] {
+            let section = keys::encode(&sorted, t);
+            let keys = Keys::new(&section, t).unwrap();
+            let directory = KeyDirectory::build(keys);
+            let (one_walk, counted) = KeyDirectory::counted(keys, directory.bits, 1);
+            assert_eq!(counted, sorted.len());
+            assert!(directory.entries == one_walk, "t = {t}: entries differ from one walk's");
+            // The parts themselves, not the fallback, count every key.
+            let (in_parts, counted) = KeyDirectory::counted(keys, directory.bits, 8);
+            assert_eq!(counted, sorted.len());
+            assert!(in_parts == one_walk, "t = {t}: parts differ from one walk");
+            for (i, &key) in sorted.iter().enumerate().step_by(97) {
+                let range = directory.range(key).unwrap();
+                assert!(range.contains(&i), "t = {t}: key {i} outside {range:?}");
+            }
+            bits = directory.bits;
+        }
+        // Two whole keys of different parts swapped: the parts' walks
+        // stop early; the build counts what one walk counts.
+        let mut damaged = sorted.clone();
+        let last = damaged.len() - 1;
+        damaged.swap(10, last - 10);
+        let section = keys::encode(&damaged, 0);
+        let keys = Keys::new(&section, 0).unwrap();
+        let (in_parts, counted) = KeyDirectory::counted(keys, bits, 8);
+        assert_ne!(counted, damaged.len(), "the damage is seen by the parts");
+        let (one_walk, _) = KeyDirectory::counted(keys, bits, 1);
+        assert!(in_parts != one_walk);
+        let rebuilt = KeyDirectory::build(keys);
+        assert_eq!(rebuilt.bits, bits);
+        assert!(rebuilt.entries == one_walk);
+        assert_eq!(rebuilt.entries.last().map(|e| e[0] as usize), Some(damaged.len()));
     }
 }
