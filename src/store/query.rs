@@ -586,26 +586,17 @@ impl SharedSignatures {
                         let last = if !held {
                             only
                         } else if !listed_again.holds(key) {
-                            match (only, source) {
-                                (Some(ordinal), _) => Some(ordinal),
-                                (None, KeySource::Segment(segment)) => {
-                                    last_in_order.last_of(&segment.posting_list_at(index)?)
-                                }
-                                (None, KeySource::Sorted(_)) => None,
+                            match only {
+                                Some(ordinal) => Some(ordinal),
+                                None => last_in_order.last_holder(&source, index)?,
                             }
                         } else {
                             None
                         };
-                        if let Some(count) = last.and_then(|ordinal| counts.get_mut(ordinal as usize)) {
-                            *count = count.saturating_add(1);
-                        }
+                        WorkerCounts::count(counts, last);
                         // All ones when `shared` holds the key, else zero.
                         let keep = 0u64.wrapping_sub(u64::from(held));
-                        if let Some(word) =
-                            KeyFilter::word_of(words, key).checked_sub(word_base).and_then(|i| own_words.get_mut(i))
-                        {
-                            *word |= KeyFilter::mask(key) & keep;
-                        }
+                        KeyFilter::set_in_range(own_words, words, word_base, key, keep);
                         let (a, b) = SegmentMasks::cells_of(blocks, key);
                         for at in [a, b] {
                             if let Some(cell) = at.checked_sub(cell_base).and_then(|i| own_cells.get_mut(i)) {
@@ -682,23 +673,12 @@ impl SharedSignatures {
             let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
             lone_source.for_each_between(lo, hi, |key, several, only, index| {
                 let last = if several {
-                    if let Some(word) =
-                        KeyFilter::word_of(words, key).checked_sub(word_base).and_then(|i| own_words.get_mut(i))
-                    {
-                        *word |= KeyFilter::mask(key);
-                    }
-                    match (lone_source, index) {
-                        (KeySource::Segment(segment), Some(index)) => {
-                            last_in_order.last_of(&segment.posting_list_at(index)?)
-                        }
-                        _ => None,
-                    }
+                    KeyFilter::set_in_range(own_words, words, word_base, key, u64::MAX);
+                    last_in_order.last_holder(lone_source, index.unwrap_or(0))?
                 } else {
                     only
                 };
-                if let Some(count) = last.and_then(|ordinal| counts.get_mut(ordinal as usize)) {
-                    *count = count.saturating_add(1);
-                }
+                WorkerCounts::count(counts, last);
                 Ok(())
             })
         })?;
@@ -744,6 +724,15 @@ impl WorkerCounts {
             counts.resize(self.documents, 0);
         }
         counts
+    }
+
+    /// Counts one more key for `last`, the ordinal of the document that
+    /// holds it last, if known, in `counts` (its source's part of a
+    /// worker's array; none past it).
+    fn count(counts: &mut [u8], last: Option<u32>) {
+        if let Some(count) = last.and_then(|ordinal| counts.get_mut(ordinal as usize)) {
+            *count = count.saturating_add(1);
+        }
     }
 
     /// Each document's count, summed over the workers.
@@ -795,6 +784,15 @@ impl LastInOrder {
             ranks[ordinal as usize] = rank as u32;
         }
         Ok(LastInOrder::Ranked(ranks))
+    }
+
+    /// The holder last in the join's order of the list of key `index` of
+    /// `source`, if known: none for the pending documents' keys.
+    fn last_holder<B: AsRef<[u8]>>(&self, source: &KeySource<'_, B>, index: usize) -> Result<Option<u32>, IndexError> {
+        match source {
+            KeySource::Segment(segment) => Ok(self.last_of(&segment.posting_list_at(index)?)),
+            KeySource::Sorted(_) => Ok(None),
+        }
     }
 
     /// The holder of `list` last in the join's order, if known (an ordinal
@@ -1022,6 +1020,15 @@ impl KeyFilter {
     fn insert(&mut self, key: u64) {
         let w = self.word(key);
         self.words[w] |= Self::mask(key);
+    }
+
+    /// Sets `key` (when `keep` is all ones; nothing when it is zero, with
+    /// no branch on it) in `own`, the words of one key range of a filter
+    /// of `words` words, from word `base` on (a key outside them: none).
+    fn set_in_range(own: &mut [u64], words: usize, base: usize, key: u64, keep: u64) {
+        if let Some(word) = Self::word_of(words, key).checked_sub(base).and_then(|i| own.get_mut(i)) {
+            *word |= Self::mask(key) & keep;
+        }
     }
 
     /// False only if `key` was never inserted. Reads one word, with no

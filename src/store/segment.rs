@@ -1109,8 +1109,13 @@ impl KeyDirectory {
         let per_part = buckets.div_ceil(parts.clamp(1, buckets));
         let walk = |part: usize, own: &mut [[u32; 2]]| {
             let first = part * per_part;
-            let from = (first as u64).checked_shl(64 - bits).map_or(0, |lo| keys.lower_bound(lo));
-            for key in keys.iter_from(if part == 0 { 0 } else { from }) {
+            // The first part walks from the first key whatever the stored
+            // directory says (one walk counts every key even when damaged).
+            let from = match part {
+                0 => 0,
+                _ => (first as u64).checked_shl(64 - bits).map_or(0, |lo| keys.lower_bound(lo)),
+            };
+            for key in keys.iter_from(from) {
                 match Self::bucket(bits, key).checked_sub(first).and_then(|i| own.get_mut(i)) {
                     Some(entry) => {
                         entry[0] += 1;
@@ -2457,6 +2462,8 @@ mod tests {
         assert_eq!(items.iter().filter(|i| i.is_err()).count(), 1, "the error ends the walk");
         let err = seg.for_each_posting_key_between(0, u64::MAX, |_| ()).unwrap_err();
         assert!(err.to_string().contains("posting keys not ascending"), "{err}");
+        let err = seg.for_each_posting_entry_between(0, u64::MAX, |_, _, _| Ok(())).unwrap_err();
+        assert!(err.to_string().contains("posting keys not ascending"), "{err}");
     }
 
     /// Documents whose frequencies need escapes (format 3 stores a byte).
@@ -2737,6 +2744,16 @@ mod tests {
             let mut walked = Vec::new();
             segment.for_each_posting_key_between(lo, hi, |k| walked.push(k)).unwrap();
             assert_eq!(walked, between);
+            // The entry walk hands over what the iterator yields.
+            let items: Vec<_> = segment.posting_keys_between(lo, hi).map(Result::unwrap).collect();
+            let mut entries = Vec::new();
+            segment
+                .for_each_posting_entry_between(lo, hi, |k, only, i| {
+                    entries.push((k, only, i));
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(entries, items);
             let probes: Vec<u64> = (0..2_000).map(|_| next()).chain([0, u64::MAX]).collect();
             for &probe in &probes {
                 let found = segment.find_posting_key(probe);
