@@ -2,12 +2,15 @@
 //! (`tests/data/golden-v1/` … `golden-v6/`, each written once by
 //! `examples/write_golden_index.rs` from the same documents) must keep
 //! opening and answering identically: their documents, metadata, vectors,
-//! and an exact query.
+//! and an exact query. So must the same index written today (whose
+//! catalog format may be newer than any checked-in one's).
 
-use neardex::store::Index;
+use neardex::store::{Index, SEGMENT_VERSION};
 use neardex::{SignatureConfig, Signer, Threshold};
 
-const DOCS: &[(&str, &str, &str)] = include!("data/golden-v1-docs.in");
+#[path = "common/golden.rs"]
+mod golden;
+use golden::DOCS;
 
 /// A copy of the golden index in a temporary directory (opening for writing
 /// creates a lock file and may clean up; the checked-in files stay as they
@@ -19,6 +22,14 @@ fn golden_copy(version: u32) -> tempfile::TempDir {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
     }
+    dir
+}
+
+/// The golden index written by today's build, in a temporary directory.
+fn golden_written_today() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::create_with(dir.path(), SignatureConfig::default(), golden::options()).unwrap();
+    golden::write(&index).unwrap();
     dir
 }
 
@@ -52,6 +63,11 @@ fn golden_index_v6_opens_and_answers_identically() {
     opens_and_answers_identically(6);
 }
 
+#[test]
+fn golden_index_written_today_answers_identically() {
+    answers_identically(&golden_written_today(), SEGMENT_VERSION);
+}
+
 /// Exact duplicates are found in every golden index, whichever of the
 /// catalog's table (segments before format 4, whose catalogs are of format
 /// 1), the pending documents or a segment's fingerprint section holds the
@@ -60,8 +76,9 @@ fn golden_index_v6_opens_and_answers_identically() {
 #[test]
 fn exact_duplicates_are_found_in_every_golden_index() {
     use neardex::store::{Document, Metadata};
-    for version in 1..=6 {
-        let dir = golden_copy(version);
+    for (version, dir) in
+        (1..=6).map(|v| (v.to_string(), golden_copy(v))).chain([("today".into(), golden_written_today())])
+    {
         let index = Index::open(dir.path()).unwrap();
         // golden-0 (id 1) and golden-3 (id 4) are in the segment, golden-4
         // (id 5, golden-0's text) and golden-5 (id 6) pending; golden-2
@@ -94,7 +111,10 @@ fn first_copy_of_golden_2(index: &Index) -> Option<u64> {
 }
 
 fn opens_and_answers_identically(version: u32) {
-    let dir = golden_copy(version);
+    answers_identically(&golden_copy(version), version);
+}
+
+fn answers_identically(dir: &tempfile::TempDir, version: u32) {
     let segment = std::fs::read(dir.path().join("seg-0000000000000001.nds")).unwrap();
     assert_eq!(u32::from_le_bytes(segment[8..12].try_into().unwrap()), version, "segment format version");
     let signer = Signer::new(SignatureConfig::default()).unwrap();
@@ -131,4 +151,11 @@ fn opens_and_answers_identically(version: u32) {
         assert_eq!(answer, [(1, 5, 5), (2, 4, 6), (5, 5, 5)]);
         drop(searcher);
     }
+    // The writable open marked the catalog as today's format, so that an
+    // older build refuses it rather than meet records it cannot read.
+    let db = redb::Database::open(dir.path().join(neardex::store::CATALOG_FILE)).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let meta = txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta")).unwrap();
+    let format = meta.get("format").unwrap().unwrap().value().to_vec();
+    assert_eq!(format, neardex::store::CATALOG_VERSION.to_le_bytes());
 }

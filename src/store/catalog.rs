@@ -10,7 +10,7 @@ use crate::vector::SignatureVector;
 /// File name of the catalog inside the index directory.
 pub const CATALOG_FILE: &str = "catalog.redb";
 /// The catalog format version this build writes.
-pub const CATALOG_VERSION: u32 = 2;
+pub const CATALOG_VERSION: u32 = 3;
 /// The oldest catalog format version this build reads (a writable open
 /// upgrades it: FORMAT.md §6.1).
 pub const CATALOG_VERSION_MIN: u32 = 1;
@@ -61,20 +61,34 @@ pub struct DocRecord {
 }
 
 impl DocRecord {
-    /// The encoding (FORMAT.md §6.2).
+    /// The encoding (FORMAT.md §6.2): record version 2, whose lengths are
+    /// varints.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + self.key.len());
-        out.push(1);
+        self.encode_as(2)
+    }
+
+    /// The encoding in record version 1 (`u32` lengths) or 2 (varints).
+    fn encode_as(&self, version: u8) -> Vec<u8> {
+        let put = |out: &mut Vec<u8>, bytes: &[u8]| {
+            if version == 1 {
+                out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            } else {
+                put_varint(out, bytes.len() as u64);
+            }
+            out.extend_from_slice(bytes);
+        };
+        let mut out = Vec::with_capacity(32 + self.key.len());
+        out.push(version);
         out.extend_from_slice(&self.fingerprint.to_le_bytes());
-        put_bytes(&mut out, self.key.as_bytes());
+        put(&mut out, self.key.as_bytes());
         let m = &self.metadata;
         let flags =
             u8::from(m.url.is_some()) | u8::from(m.warc_record_id.is_some()) << 1 | u8::from(m.date.is_some()) << 2;
         out.push(flags);
         for field in [&m.url, &m.warc_record_id, &m.date].into_iter().flatten() {
-            put_bytes(&mut out, field.as_bytes());
+            put(&mut out, field.as_bytes());
         }
-        put_bytes(&mut out, &m.user);
+        put(&mut out, &m.user);
         out
     }
 
@@ -83,10 +97,12 @@ impl DocRecord {
     /// # Errors
     /// [`IndexError::Corrupted`] for malformed bytes.
     pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
-        let mut r = Reader { bytes, at: 0, table: "docs", id };
-        if r.u8()? != 1 {
-            return Err(r.bad("unknown record version"));
-        }
+        let mut r = Reader { bytes, at: 0, table: "docs", id, varint_lengths: false };
+        r.varint_lengths = match r.u8()? {
+            1 => false,
+            2 => true,
+            _ => return Err(r.bad("unknown record version")),
+        };
         let fingerprint = Fingerprint(u128::from_le_bytes(r.array()?));
         let key = r.string()?;
         let flags = r.u8()?;
@@ -143,7 +159,7 @@ impl PendingRecord {
     /// # Errors
     /// [`IndexError::Corrupted`] for malformed bytes or an unsorted vector.
     pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
-        let mut r = Reader { bytes, at: 0, table: "pending", id };
+        let mut r = Reader { bytes, at: 0, table: "pending", id, varint_lengths: false };
         let n = r.u32()? as usize;
         if n > bytes.len() / 12 {
             return Err(r.bad("vector longer than the record"));
@@ -188,7 +204,7 @@ impl SegmentRecord {
     /// # Errors
     /// [`IndexError::Corrupted`] unless it is exactly 16 bytes.
     pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
-        let mut r = Reader { bytes, at: 0, table: "manifest", id };
+        let mut r = Reader { bytes, at: 0, table: "manifest", id, varint_lengths: false };
         let record = SegmentRecord { doc_count: r.u32()?, file_crc: r.u32()?, byte_len: r.u64()? };
         r.end()?;
         Ok(record)
@@ -206,9 +222,14 @@ pub fn segment_id_of(name: &str) -> Option<u64> {
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
 }
 
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-    out.extend_from_slice(bytes);
+/// `value` as a varint: seven bits a byte, least significant first, the top
+/// bit set on every byte but the last.
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
 }
 
 /// A bounds-checked cursor whose errors name the table and record.
@@ -217,6 +238,9 @@ struct Reader<'a> {
     at: usize,
     table: &'static str,
     id: u64,
+    /// Whether a field's length is a varint (document record version 2)
+    /// rather than a `u32`.
+    varint_lengths: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -249,9 +273,25 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
+    /// A varint of at most 32 bits in its shortest form.
+    fn varint(&mut self) -> Result<u32, IndexError> {
+        let mut value = 0u64;
+        for shift in (0..35).step_by(7) {
+            let byte = self.u8()?;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                if byte == 0 && shift > 0 {
+                    return Err(self.bad("length not in its shortest form"));
+                }
+                return u32::try_from(value).map_err(|_| self.bad("length above 2^32 - 1"));
+            }
+        }
+        Err(self.bad("length longer than five bytes"))
+    }
+
     fn bytes(&mut self) -> Result<&'a [u8], IndexError> {
-        let n = self.u32()? as usize;
-        self.take(n)
+        let n = if self.varint_lengths { self.varint()? } else { self.u32()? };
+        self.take(n as usize)
     }
 
     fn string(&mut self) -> Result<String, IndexError> {
@@ -284,10 +324,58 @@ mod tests {
                 user: vec![1, 2, 3],
             },
         };
+        // Record version 2 (written today) and 1 (read still).
+        for version in [2, 1] {
+            let bytes = doc.encode_as(version);
+            assert_eq!(bytes[0], version);
+            assert_eq!(DocRecord::decode(&bytes, 1).unwrap(), doc);
+            for len in 0..bytes.len() {
+                assert!(DocRecord::decode(&bytes[..len], 1).is_err());
+            }
+            let mut trailing = bytes.clone();
+            trailing.push(0);
+            assert!(DocRecord::decode(&trailing, 1).is_err());
+        }
+        assert_eq!(doc.encode(), doc.encode_as(2));
+        // Version 2 spends a byte on each short length where version 1
+        // spends four: key, URL, date and user bytes here.
+        assert_eq!(doc.encode_as(1).len() - doc.encode_as(2).len(), 4 * 3);
+        let mut unknown = doc.encode();
+        unknown[0] = 3;
+        assert!(DocRecord::decode(&unknown, 1).is_err());
+        // Lengths on both sides of each varint byte boundary.
+        for n in [0, 1, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152] {
+            let long = DocRecord { key: "k".repeat(n), ..doc.clone() };
+            let bytes = long.encode();
+            let width = [(1 << 7, 1), (1 << 14, 2), (1 << 21, 3), (1 << 28, 4)]
+                .into_iter()
+                .find_map(|(limit, width)| (n < limit).then_some(width))
+                .unwrap();
+            assert_eq!(bytes.len(), doc.encode().len() - 1 - doc.key.len() + width + n, "key of {n} bytes");
+            assert_eq!(DocRecord::decode(&bytes, 1).unwrap(), long);
+        }
+        // A length in more bytes than it needs is damage, as is one of more
+        // than five bytes or above 2^32 - 1.
+        let at = 1 + 16;
+        let mut overlong = doc.encode();
+        assert_eq!(overlong[at] as usize, doc.key.len());
+        overlong[at] |= 0x80;
+        overlong.insert(at + 1, 0);
+        assert!(DocRecord::decode(&overlong, 1).is_err());
+        for length in [&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01][..], &[0xff, 0xff, 0xff, 0xff, 0x1f]] {
+            let mut bytes = doc.encode();
+            bytes.splice(at..at + 1, length.iter().copied());
+            assert!(DocRecord::decode(&bytes, 1).is_err());
+        }
+        // No byte string panics the decoder, and no flip of one bit of a
+        // record goes unnoticed unless it decodes to a valid record.
         let bytes = doc.encode();
-        assert_eq!(DocRecord::decode(&bytes, 1).unwrap(), doc);
-        for len in 0..bytes.len() {
-            assert!(DocRecord::decode(&bytes[..len], 1).is_err());
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            if let Ok(decoded) = DocRecord::decode(&flipped, 1) {
+                assert_eq!(decoded.encode_as(flipped[0]), flipped, "bit {bit}");
+            }
         }
         let pending = PendingRecord {
             vector: SignatureVector::from_pairs([(3, 1), (9, 4)]),

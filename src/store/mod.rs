@@ -951,13 +951,15 @@ impl Index {
     }
 }
 
-/// Upgrades a catalog of format version 1 to 2 (FORMAT.md §6.1) in one
-/// commit. Version 2 only relaxes what version 1 requires of its data (the
-/// `fingerprints` table need not list every live document; a pending record
-/// may end with its fingerprint), so a version 1 catalog is a valid
-/// version 2 one: the upgrade writes the new version number, which keeps
-/// builds that read only version 1 from trusting a table this build no
-/// longer keeps complete.
+/// Upgrades a catalog of an older format version to this build's
+/// (FORMAT.md §5, §6.1) in one commit. Versions 2 and 3 only relax what
+/// the versions before require of their data (version 2: the
+/// `fingerprints` table need not list every live document, a pending
+/// record may end with its fingerprint; version 3: a document record may
+/// be of record version 2), so an older catalog is a valid one of today's
+/// version: the upgrade writes the new version number, which keeps older
+/// builds from trusting a table this build no longer keeps complete or
+/// from meeting records they cannot read.
 fn upgrade_catalog(db: &redb::Database) -> Result<(), IndexError> {
     let txn = db.begin_write().map_err(redb_err("beginning a write"))?;
     {
