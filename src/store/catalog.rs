@@ -4,6 +4,7 @@
 use redb::{MultimapTableDefinition, TableDefinition};
 
 use super::error::IndexError;
+use super::redb_err;
 use crate::hash::Fingerprint;
 use crate::vector::SignatureVector;
 
@@ -222,6 +223,57 @@ pub fn segment_id_of(name: &str) -> Option<u64> {
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
 }
 
+/// Where [`repack_keys`] copies the `keys` table meanwhile: inside its one
+/// transaction only, so no committed catalog holds it.
+const KEYS_REPACKED: TableDefinition<&str, u64> = TableDefinition::new("keys.repacked");
+
+/// Rewrites the `keys` table into full B-tree leaves when more than a
+/// quarter of its pages' bytes are free, and says whether it did.
+///
+/// Keys arrive in any order (URLs as a crawl finds them, numbers that do
+/// not sort as text), and redb splits a full leaf in two halves, so a
+/// table built by inserts in the middle keeps its leaves a half to two
+/// thirds full (at 1M documents: 13.9 MB of keys in 33.7 MB of pages).
+/// Copied in key order through one cursor, whose run of inserts redb packs
+/// into full leaves, it takes about half the pages. The copy streams from
+/// the table to a scratch table and back (memory does not grow with the
+/// table), within `txn`: the caller commits it, or a failure leaves the
+/// catalog as it was.
+///
+/// # Errors
+/// Catalog errors.
+pub fn repack_keys(txn: &redb::WriteTransaction) -> Result<bool, IndexError> {
+    use redb::ReadableTableMetadata;
+    let stats = txn.open_table(KEYS).and_then(|t| Ok(t.stats()?)).map_err(redb_err("reading keys"))?;
+    if stats.fragmented_bytes() <= (stats.stored_bytes() + stats.metadata_bytes()) / 4 {
+        return Ok(false);
+    }
+    copy_in_key_order(txn, KEYS, KEYS_REPACKED)?;
+    txn.delete_table(KEYS).map_err(redb_err("repacking keys"))?;
+    copy_in_key_order(txn, KEYS_REPACKED, KEYS)?;
+    txn.delete_table(KEYS_REPACKED).map_err(redb_err("repacking keys"))?;
+    Ok(true)
+}
+
+/// Copies every entry of `from` into `to` (empty) in key order, through
+/// one cursor at the end of `to`.
+fn copy_in_key_order(
+    txn: &redb::WriteTransaction,
+    from: TableDefinition<&str, u64>,
+    to: TableDefinition<&str, u64>,
+) -> Result<(), IndexError> {
+    use redb::ReadableTable;
+    let err = "repacking keys";
+    let source = txn.open_table(from).map_err(redb_err(err))?;
+    let mut target = txn.open_table(to).map_err(redb_err(err))?;
+    let mut cursor = target.upper_bound_mut(std::ops::Bound::<&str>::Unbounded).map_err(redb_err(err))?;
+    for entry in source.iter().map_err(redb_err(err))? {
+        let (key, id) = entry.map_err(redb_err(err))?;
+        cursor.insert_before(key.value(), id.value()).map_err(redb_err(err))?;
+    }
+    cursor.close().map_err(redb_err(err))
+}
+
 /// `value` as a varint: seven bits a byte, least significant first, the top
 /// bit set on every byte but the last.
 fn put_varint(out: &mut Vec<u8>, mut value: u64) {
@@ -397,5 +449,50 @@ mod tests {
         assert_eq!(SegmentRecord::decode(&seg.encode(), 1).unwrap(), seg);
         assert_eq!(segment_id_of(&segment_file_name(0xabc)), Some(0xabc));
         assert_eq!(segment_id_of("seg-xyz.nds"), None);
+    }
+
+    /// Keys inserted out of order leave the table's leaves part empty;
+    /// `repack_keys` rewrites it into about half the pages with the same
+    /// entries, and leaves a packed table alone.
+    #[test]
+    fn repacking_the_keys_table_keeps_its_entries_in_fewer_pages() {
+        use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+        let dir = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(dir.path().join("catalog.redb")).unwrap();
+        // Decimal numbers, which do not ascend as text, inserted as a
+        // harness inserts them, and a few thousand keys in a scattered order.
+        let keys: Vec<String> = (0..40_000u64)
+            .map(|i| i.to_string())
+            .chain((0..5_000u64).map(|i| format!("url-{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15))))
+            .collect();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(KEYS).unwrap();
+            for (id, key) in keys.iter().enumerate() {
+                table.insert(key.as_str(), id as u64).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        let entries = || -> Vec<(String, u64)> {
+            let txn = db.begin_read().unwrap();
+            let table = txn.open_table(KEYS).unwrap();
+            table.iter().unwrap().map(|e| e.map(|(k, v)| (k.value().to_owned(), v.value())).unwrap()).collect()
+        };
+        let leaves = || db.begin_read().unwrap().open_table(KEYS).unwrap().stats().unwrap().leaf_pages();
+        let before = (entries(), leaves());
+        assert_eq!(before.0.len(), keys.len());
+        let txn = db.begin_write().unwrap();
+        assert!(repack_keys(&txn).unwrap(), "a table built out of order is repacked");
+        txn.commit().unwrap();
+        let after = (entries(), leaves());
+        assert_eq!(after.0, before.0);
+        assert!(after.1 * 10 < before.1 * 7, "{} leaves after, {} before", after.1, before.1);
+        eprintln!("keys table: {} leaves before the repack, {} after", before.1, after.1);
+        // No scratch table is left, and a packed table stays as it is.
+        let txn = db.begin_write().unwrap();
+        let tables: Vec<String> = txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_owned()).collect();
+        assert_eq!(tables, ["keys"]);
+        assert!(!repack_keys(&txn).unwrap());
+        txn.abort().unwrap();
     }
 }

@@ -95,7 +95,9 @@ impl Index {
     /// them, and redb never shrinks its file by itself: it keeps the size
     /// of the most pending documents it ever held, copied on write. During
     /// an ingest that space is reused, so this is for an index at rest
-    /// (`optimize` runs it too). redb compacts only when no transaction of
+    /// (`optimize` runs it too). When it compacts, it also rewrites the
+    /// table of keys into full pages if keys arrived out of order and left
+    /// a quarter of its pages' bytes free. redb compacts only when no transaction of
     /// any process is open on the catalog: while a searcher (or a reader
     /// in another process) holds one, it returns `Ok(false)`. The writer
     /// and the maintenance thread wait meanwhile.
