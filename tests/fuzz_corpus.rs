@@ -45,6 +45,22 @@ fn config_decode_corpus() {
 }
 
 #[test]
+fn catalog_records_corpus() {
+    // A record of each kind and version, as today's build writes it (the
+    // fuzzer starts from them).
+    use neardex::store::Metadata;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/catalog_records");
+    let metadata = Metadata { url: Some("http://example.com/".into()), user: vec![7], ..Metadata::default() };
+    for (name, bytes) in neardex::fuzz_support::catalog_record_seeds("page-1", metadata) {
+        let path = dir.join(name);
+        if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
+            panic!("{} is missing or stale: it must hold {name}", path.display());
+        }
+    }
+    replay("catalog_records", neardex::fuzz_support::catalog_records);
+}
+
+#[test]
 fn segment_open_corpus() {
     replay("segment_open", neardex::fuzz_support::segment_open);
 }

@@ -69,7 +69,7 @@ impl DocRecord {
     }
 
     /// The encoding in record version 1 (`u32` lengths) or 2 (varints).
-    fn encode_as(&self, version: u8) -> Vec<u8> {
+    pub(crate) fn encode_as(&self, version: u8) -> Vec<u8> {
         let put = |out: &mut Vec<u8>, bytes: &[u8]| {
             if version == 1 {
                 out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());

@@ -60,7 +60,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod catalog;
+pub(crate) mod catalog;
 mod delta;
 mod error;
 mod maintenance;
