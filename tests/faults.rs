@@ -220,6 +220,76 @@ fn fill_the_disk(options: IndexOptions, commit_fails: bool) {
     assert_eq!(index.searcher().unwrap().len(), acked.len() as u64 + 1 + u64::from(landed));
 }
 
+/// `compact_catalog` on a full disk: the compaction needs room to move
+/// the catalog's pages, and its repack of the keys table (long keys
+/// inserted out of order, so that the table is most of the catalog and
+/// has a repack to do) room for new copies of the table. With every
+/// margin of free space from none to three catalogs' worth, the call
+/// returns or fails with a typed error, and the index reopens with every
+/// document; once space returns a compaction leaves the catalog as small
+/// as one that never met a full disk.
+#[test]
+fn compacting_the_catalog_on_a_full_disk_is_typed_and_loses_nothing() {
+    let options = IndexOptions { flush_threshold: 500, ..IndexOptions::default() };
+    // Decimal numbers first, which do not ascend as text: the keys
+    // table's leaves are left part empty.
+    let keys: Vec<String> = (0..2_000).map(|n| format!("{n}-{}", "k".repeat(200))).collect();
+    let load = || {
+        let mem = MemStorage::new();
+        let storage = FaultStorage::new(mem.clone(), Fault::None);
+        let index = Index::create_in(Arc::new(storage.clone()), neardex::SignatureConfig::default(), options).unwrap();
+        for chunk in keys.chunks(250) {
+            let mut w = index.writer().unwrap();
+            for (n, key) in chunk.iter().enumerate() {
+                w.insert(key, neardex::store::Document::Text(&workload::text(n as u8)), Default::default()).unwrap();
+            }
+            w.commit().unwrap();
+        }
+        (mem, storage, index)
+    };
+    let catalog_len = |mem: &MemStorage| mem.read_file(neardex::store::CATALOG_FILE).unwrap().len() as u64;
+    let (mem, _, index) = load();
+    let loaded = catalog_len(&mem);
+    assert!(index.compact_catalog().unwrap());
+    let compacted = catalog_len(&mem);
+    drop(index);
+    let mut outcomes = std::collections::BTreeSet::new();
+    for step in 0..=24u64 {
+        let (mem, storage, index) = load();
+        storage.set_fault(Fault::Capacity(mem.total_len() + loaded * step / 8));
+        match index.compact_catalog() {
+            Ok(_) => outcomes.insert("compacted".to_owned()),
+            Err(IndexError::DiskFull { context }) => outcomes.insert(format!("disk full while {context}")),
+            Err(IndexError::ReopenRequired { context }) => outcomes.insert(format!("reopen required: {context}")),
+            Err(other) => panic!("untyped: {other}"),
+        };
+        drop(index);
+        // Still full: the index opens with every document.
+        let index = Index::open_in(Arc::new(storage.clone()), options).unwrap();
+        let searcher = index.searcher().unwrap();
+        assert_eq!(searcher.len(), keys.len() as u64);
+        for key in &keys {
+            assert!(searcher.get(key).unwrap().is_some(), "a key lost at step {step}");
+        }
+        drop((searcher, index));
+        // Space returns: a compaction leaves what one without the full
+        // disk left (the keys repacked even when the file had been
+        // compacted already).
+        storage.set_fault(Fault::None);
+        let index = Index::open_in(Arc::new(storage.clone()), options).unwrap();
+        index.compact_catalog().unwrap();
+        index.verify().unwrap();
+        assert_eq!(index.searcher().unwrap().len(), keys.len() as u64);
+        let len = catalog_len(&mem);
+        assert!(len <= compacted + compacted / 16, "step {step}: {len} bytes against {compacted}");
+    }
+    eprintln!("catalog {loaded} bytes, compacted {compacted}; outcomes on the full disk: {outcomes:?}");
+    // The sweep reached the repack: some margins let the compaction move
+    // the pages but not the repack copy the table, and some let both.
+    assert!(outcomes.contains("compacted"), "{outcomes:?}");
+    assert!(outcomes.iter().any(|o| o.contains("repack")), "{outcomes:?}");
+}
+
 /// A flush whose segment file cannot be written, synced or renamed (an I/O
 /// error at each of its operations in turn) leaves no file behind: each
 /// retry takes a new segment id, so leftovers would pile up on a failing

@@ -314,43 +314,58 @@ impl Catalog {
     }
 
     /// redb's compaction: moves the live pages to the front of the file and
-    /// gives the rest back. Only when no transaction of this or another
-    /// process is open (then it does nothing and says so: `Ok(false)`,
-    /// like a read-only catalog). When it could, the `keys` table is
-    /// rewritten into full pages if a quarter of its pages' bytes are free
+    /// gives the rest back, and says whether it changed anything. Only when
+    /// no transaction of this or another process is open (then it does
+    /// nothing: `Ok(false)`, like a read-only catalog). When no
+    /// transaction stood in its way, the `keys` table is rewritten into
+    /// full pages if a quarter of its pages' bytes are free
     /// ([`catalog::repack_keys`], a commit of its own), and the file
     /// compacted again to give their space back. The caller holds the
     /// writer lock.
     fn compact(&self) -> Result<bool, IndexError> {
-        if !self.compact_file()? {
-            return Ok(false);
-        }
+        let moved = match self.compact_file()? {
+            Compaction::Blocked => return Ok(false),
+            Compaction::Done => true,
+            Compaction::NothingToDo => false,
+        };
         let txn = self.begin_write()?;
         if catalog::repack_keys(&txn)? {
             txn.commit().map_err(redb_err("committing the repacked keys"))?;
             // A reader that began meanwhile keeps the old pages: the file
             // is compacted at the next call.
             self.compact_file()?;
+            Ok(true)
         } else {
             txn.abort().map_err(redb_err("ending a read of the keys table"))?;
+            Ok(moved)
         }
-        Ok(true)
     }
 
     /// [`Catalog::compact`] of the file alone.
-    fn compact_file(&self) -> Result<bool, IndexError> {
-        let Catalog::Writable(db) = self else { return Ok(false) };
+    fn compact_file(&self) -> Result<Compaction, IndexError> {
+        let Catalog::Writable(db) = self else { return Ok(Compaction::Blocked) };
         let mut db = db.write().unwrap_or_else(|p| p.into_inner());
         match db.compact() {
-            Ok(compacted) => Ok(compacted),
+            Ok(true) => Ok(Compaction::Done),
+            Ok(false) => Ok(Compaction::NothingToDo),
             Err(
                 redb::CompactionError::TransactionInProgress
                 | redb::CompactionError::PersistentSavepointExists
                 | redb::CompactionError::EphemeralSavepointExists,
-            ) => Ok(false),
+            ) => Ok(Compaction::Blocked),
             Err(e) => Err(IndexError::catalog("compacting")(e.into())),
         }
     }
+}
+
+/// What one redb compaction did.
+enum Compaction {
+    /// It moved pages and gave space back.
+    Done,
+    /// The file had nothing to give back.
+    NothingToDo,
+    /// A transaction or savepoint was open (or the catalog is read-only).
+    Blocked,
 }
 
 /// An open index.
