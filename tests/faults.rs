@@ -220,42 +220,68 @@ fn fill_the_disk(options: IndexOptions, commit_fails: bool) {
     assert_eq!(index.searcher().unwrap().len(), acked.len() as u64 + 1 + u64::from(landed));
 }
 
+/// An index whose keys table has a repack to do at its compaction: long
+/// keys (so that the table is most of the catalog) inserted out of order
+/// (decimal numbers first, which do not ascend as text), in 8 commits.
+fn index_with_unpacked_keys(options: IndexOptions) -> (Vec<String>, MemStorage, FaultStorage, Index) {
+    let keys: Vec<String> = (0..2_000).map(|n| format!("{n}-{}", "k".repeat(200))).collect();
+    let mem = MemStorage::new();
+    let storage = FaultStorage::new(mem.clone(), Fault::None);
+    let index = Index::create_in(Arc::new(storage.clone()), neardex::SignatureConfig::default(), options).unwrap();
+    for chunk in keys.chunks(250) {
+        let mut w = index.writer().unwrap();
+        for (n, key) in chunk.iter().enumerate() {
+            w.insert(key, neardex::store::Document::Text(&workload::text(n as u8)), Default::default()).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    (keys, mem, storage, index)
+}
+
+/// After a compaction that met a fault: the index in `storage` opens with
+/// every one of `keys` and verifies, and with the fault gone one
+/// compaction leaves a catalog no larger than `compacted` bytes (and a
+/// sixteenth), the size one without a fault left.
+fn compaction_recovers(storage: MemStorage, keys: &[String], options: IndexOptions, compacted: u64, what: &str) {
+    let index = Index::open_in(Arc::new(storage.clone()), options).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let searcher = index.searcher().unwrap();
+    assert_eq!(searcher.len(), keys.len() as u64, "{what}");
+    for key in keys {
+        assert!(searcher.get(key).unwrap().is_some(), "{what}: a key lost");
+    }
+    drop(searcher);
+    index.verify().unwrap_or_else(|e| panic!("{what}: {e}"));
+    index.compact_catalog().unwrap();
+    index.verify().unwrap();
+    let len = storage.read_file(neardex::store::CATALOG_FILE).unwrap().len() as u64;
+    assert!(len <= compacted + compacted / 16, "{what}: the catalog {len} bytes against {compacted}");
+}
+
+/// The catalog's size after a compaction that met no fault, and the
+/// loaded index's counts of operations and of mutating ones.
+fn compaction_reference(options: IndexOptions) -> (u64, u64, (u64, u64), (u64, u64)) {
+    let (_, mem, storage, index) = index_with_unpacked_keys(options);
+    let loaded = mem.read_file(neardex::store::CATALOG_FILE).unwrap().len() as u64;
+    let before = storage.counts();
+    assert!(index.compact_catalog().unwrap());
+    let after = storage.counts();
+    (loaded, mem.read_file(neardex::store::CATALOG_FILE).unwrap().len() as u64, before, after)
+}
+
 /// `compact_catalog` on a full disk: the compaction needs room to move
-/// the catalog's pages, and its repack of the keys table (long keys
-/// inserted out of order, so that the table is most of the catalog and
-/// has a repack to do) room for new copies of the table. With every
-/// margin of free space from none to three catalogs' worth, the call
-/// returns or fails with a typed error, and the index reopens with every
-/// document; once space returns a compaction leaves the catalog as small
-/// as one that never met a full disk.
+/// the catalog's pages, and its repack of the keys table room for new
+/// copies of the table. With every margin of free space from none to
+/// three catalogs' worth, the call returns or fails with a typed error,
+/// and the index reopens with every document; once space returns a
+/// compaction leaves the catalog as small as one that never met a full
+/// disk.
 #[test]
 fn compacting_the_catalog_on_a_full_disk_is_typed_and_loses_nothing() {
     let options = IndexOptions { flush_threshold: 500, ..IndexOptions::default() };
-    // Decimal numbers first, which do not ascend as text: the keys
-    // table's leaves are left part empty.
-    let keys: Vec<String> = (0..2_000).map(|n| format!("{n}-{}", "k".repeat(200))).collect();
-    let load = || {
-        let mem = MemStorage::new();
-        let storage = FaultStorage::new(mem.clone(), Fault::None);
-        let index = Index::create_in(Arc::new(storage.clone()), neardex::SignatureConfig::default(), options).unwrap();
-        for chunk in keys.chunks(250) {
-            let mut w = index.writer().unwrap();
-            for (n, key) in chunk.iter().enumerate() {
-                w.insert(key, neardex::store::Document::Text(&workload::text(n as u8)), Default::default()).unwrap();
-            }
-            w.commit().unwrap();
-        }
-        (mem, storage, index)
-    };
-    let catalog_len = |mem: &MemStorage| mem.read_file(neardex::store::CATALOG_FILE).unwrap().len() as u64;
-    let (mem, _, index) = load();
-    let loaded = catalog_len(&mem);
-    assert!(index.compact_catalog().unwrap());
-    let compacted = catalog_len(&mem);
-    drop(index);
+    let (loaded, compacted, ..) = compaction_reference(options);
     let mut outcomes = std::collections::BTreeSet::new();
     for step in 0..=24u64 {
-        let (mem, storage, index) = load();
+        let (keys, mem, storage, index) = index_with_unpacked_keys(options);
         storage.set_fault(Fault::Capacity(mem.total_len() + loaded * step / 8));
         match index.compact_catalog() {
             Ok(_) => outcomes.insert("compacted".to_owned()),
@@ -272,22 +298,50 @@ fn compacting_the_catalog_on_a_full_disk_is_typed_and_loses_nothing() {
             assert!(searcher.get(key).unwrap().is_some(), "a key lost at step {step}");
         }
         drop((searcher, index));
-        // Space returns: a compaction leaves what one without the full
-        // disk left (the keys repacked even when the file had been
+        // Space returns (the keys repacked even when the file had been
         // compacted already).
         storage.set_fault(Fault::None);
-        let index = Index::open_in(Arc::new(storage.clone()), options).unwrap();
-        index.compact_catalog().unwrap();
-        index.verify().unwrap();
-        assert_eq!(index.searcher().unwrap().len(), keys.len() as u64);
-        let len = catalog_len(&mem);
-        assert!(len <= compacted + compacted / 16, "step {step}: {len} bytes against {compacted}");
+        compaction_recovers(mem, &keys, options, compacted, &format!("full disk, step {step}"));
     }
     eprintln!("catalog {loaded} bytes, compacted {compacted}; outcomes on the full disk: {outcomes:?}");
     // The sweep reached the repack: some margins let the compaction move
     // the pages but not the repack copy the table, and some let both.
     assert!(outcomes.contains("compacted"), "{outcomes:?}");
     assert!(outcomes.iter().any(|o| o.contains("repack")), "{outcomes:?}");
+}
+
+/// An I/O error at every operation of `compact_catalog` (its compactions
+/// and the keys table's repack), and a power cut before every mutating
+/// one: the index reopens with every document, and a compaction then
+/// leaves the catalog as small as one that met no fault.
+#[test]
+fn an_io_error_or_a_crash_anywhere_in_a_compaction_loses_nothing() {
+    use rayon::prelude::*;
+    let options = IndexOptions { flush_threshold: 500, ..IndexOptions::default() };
+    let (_, compacted, before, after) = compaction_reference(options);
+    let failures = (before.0..after.0).into_par_iter().map(|op| {
+        let (keys, mem, storage, index) = index_with_unpacked_keys(options);
+        assert_eq!(storage.counts(), before, "the load is deterministic");
+        storage.set_fault(Fault::Fail(op));
+        let _ = index.compact_catalog();
+        let failed = storage.triggered();
+        drop(index);
+        compaction_recovers(mem, &keys, options, compacted, &format!("I/O error at operation {op}"));
+        usize::from(failed)
+    });
+    let crashes = (before.1..after.1).into_par_iter().map(|mutation| {
+        let (keys, _, storage, index) = index_with_unpacked_keys(options);
+        storage.set_fault(Fault::Crash(mutation, CrashMode::PowerLoss));
+        assert!(index.compact_catalog().is_err(), "the crash at mutation {mutation} stops the compaction");
+        drop(index);
+        let image = storage.crash_image().expect("the crash happened");
+        compaction_recovers(image, &keys, options, compacted, &format!("power cut at mutation {mutation}"));
+        1
+    });
+    let (failed, crashed): (usize, usize) = (failures.sum(), crashes.sum());
+    eprintln!("compaction: {failed} I/O errors, {crashed} power cuts, each recovered");
+    assert_eq!(failed as u64, after.0 - before.0);
+    assert_eq!(crashed as u64, after.1 - before.1);
 }
 
 /// A flush whose segment file cannot be written, synced or renamed (an I/O

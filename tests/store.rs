@@ -874,6 +874,8 @@ fn compact_catalog_gives_back_the_space_of_flushed_documents() {
     drop(reader);
     assert!(index.compact_catalog().unwrap());
     let compacted = catalog_len();
+    assert!(!index.compact_catalog().unwrap(), "a second compaction finds nothing to do");
+    assert_eq!(catalog_len(), compacted);
     eprintln!("catalog bytes: {high} before compaction, {compacted} after");
     assert!(compacted * 2 < high, "compaction gave the space back: {compacted} against {high} bytes");
     index.verify().unwrap();

@@ -223,12 +223,18 @@ pub fn segment_id_of(name: &str) -> Option<u64> {
     (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
 }
 
+/// The free bytes in the `keys` table's pages below which [`repack_keys`]
+/// leaves it alone: a small table's part-empty last leaf is no reason to
+/// rewrite it at every compaction.
+const REPACK_MIN_FREE: u64 = 64 << 10;
+
 /// Where [`repack_keys`] copies the `keys` table meanwhile: inside its one
 /// transaction only, so no committed catalog holds it.
 const KEYS_REPACKED: TableDefinition<&str, u64> = TableDefinition::new("keys.repacked");
 
 /// Rewrites the `keys` table into full B-tree leaves when more than a
-/// quarter of its pages' bytes are free, and says whether it did.
+/// quarter of its pages' bytes, and at least [`REPACK_MIN_FREE`] bytes,
+/// are free, and says whether it did.
 ///
 /// Keys arrive in any order (URLs as a crawl finds them, numbers that do
 /// not sort as text), and redb splits a full leaf in two halves, so a
@@ -245,7 +251,8 @@ const KEYS_REPACKED: TableDefinition<&str, u64> = TableDefinition::new("keys.rep
 pub fn repack_keys(txn: &redb::WriteTransaction) -> Result<bool, IndexError> {
     use redb::ReadableTableMetadata;
     let stats = txn.open_table(KEYS).and_then(|t| Ok(t.stats()?)).map_err(redb_err("reading keys"))?;
-    if stats.fragmented_bytes() <= (stats.stored_bytes() + stats.metadata_bytes()) / 4 {
+    let free = stats.fragmented_bytes();
+    if free <= (stats.stored_bytes() + stats.metadata_bytes()) / 4 || free < REPACK_MIN_FREE {
         return Ok(false);
     }
     copy_in_key_order(txn, KEYS, KEYS_REPACKED)?;
@@ -492,6 +499,15 @@ mod tests {
         let txn = db.begin_write().unwrap();
         let tables: Vec<String> = txn.list_tables().unwrap().map(|t| redb::TableHandle::name(&t).to_owned()).collect();
         assert_eq!(tables, ["keys"]);
+        assert!(!repack_keys(&txn).unwrap());
+        // A small table, its few leaves part empty, is left alone too.
+        txn.delete_table(KEYS).unwrap();
+        {
+            let mut table = txn.open_table(KEYS).unwrap();
+            for (id, key) in keys.iter().take(300).enumerate() {
+                table.insert(key.as_str(), id as u64).unwrap();
+            }
+        }
         assert!(!repack_keys(&txn).unwrap());
         txn.abort().unwrap();
     }
