@@ -43,10 +43,7 @@ fn golden(version: u32) -> MemStorage {
 /// today's formats.
 fn golden_written_today() -> MemStorage {
     let storage = MemStorage::new();
-    let index = Index::create_in(Arc::new(storage.clone()), neardex::SignatureConfig::default(), golden::options())
-        .expect("creating the golden index");
-    golden::write(&index).expect("writing the golden index");
-    drop(index);
+    golden::write_today(Arc::new(storage.clone())).expect("writing the golden index");
     storage
 }
 

@@ -238,18 +238,24 @@ fn index_with_unpacked_keys(options: IndexOptions) -> (Vec<String>, MemStorage, 
     (keys, mem, storage, index)
 }
 
-/// After a compaction that met a fault: the index in `storage` opens with
-/// every one of `keys` and verifies, and with the fault gone one
-/// compaction leaves a catalog no larger than `compacted` bytes (and a
-/// sixteenth), the size one without a fault left.
-fn compaction_recovers(storage: MemStorage, keys: &[String], options: IndexOptions, compacted: u64, what: &str) {
-    let index = Index::open_in(Arc::new(storage.clone()), options).unwrap_or_else(|e| panic!("{what}: {e}"));
+/// The index in `storage`, which must open with every one of `keys`.
+fn opens_with_every_key(storage: Arc<dyn Storage>, keys: &[String], options: IndexOptions, what: &str) -> Index {
+    let index = Index::open_in(storage, options).unwrap_or_else(|e| panic!("{what}: {e}"));
     let searcher = index.searcher().unwrap();
     assert_eq!(searcher.len(), keys.len() as u64, "{what}");
     for key in keys {
         assert!(searcher.get(key).unwrap().is_some(), "{what}: a key lost");
     }
     drop(searcher);
+    index
+}
+
+/// After a compaction that met a fault: the index in `storage` opens with
+/// every one of `keys` and verifies, and with the fault gone one
+/// compaction leaves a catalog no larger than `compacted` bytes (and a
+/// sixteenth), the size one without a fault left.
+fn compaction_recovers(storage: MemStorage, keys: &[String], options: IndexOptions, compacted: u64, what: &str) {
+    let index = opens_with_every_key(Arc::new(storage.clone()), keys, options, what);
     index.verify().unwrap_or_else(|e| panic!("{what}: {e}"));
     index.compact_catalog().unwrap();
     index.verify().unwrap();
@@ -291,13 +297,7 @@ fn compacting_the_catalog_on_a_full_disk_is_typed_and_loses_nothing() {
         };
         drop(index);
         // Still full: the index opens with every document.
-        let index = Index::open_in(Arc::new(storage.clone()), options).unwrap();
-        let searcher = index.searcher().unwrap();
-        assert_eq!(searcher.len(), keys.len() as u64);
-        for key in &keys {
-            assert!(searcher.get(key).unwrap().is_some(), "a key lost at step {step}");
-        }
-        drop((searcher, index));
+        drop(opens_with_every_key(Arc::new(storage.clone()), &keys, options, &format!("still full, step {step}")));
         // Space returns (the keys repacked even when the file had been
         // compacted already).
         storage.set_fault(Fault::None);

@@ -26,21 +26,30 @@ fn html_text_corpus() {
     replay("html_text", neardex::fuzz_support::html_text);
 }
 
-#[test]
-fn config_decode_corpus() {
-    // Valid encodings of every scheme belong in the corpus too.
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/config_decode");
-    for (name, config) in [
-        ("default.bin", neardex::SignatureConfig::default()),
-        ("words3.bin", neardex::SignatureConfig::word_shingles(3)),
-        ("chars5.bin", neardex::SignatureConfig::char_shingles(5)),
-    ] {
+/// Each of `seeds` (a file name and the bytes today's build writes) is a
+/// file of `target`'s corpus with exactly those bytes.
+fn check_seeds(target: &str, seeds: impl IntoIterator<Item = (&'static str, Vec<u8>)>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+    for (name, bytes) in seeds {
         let path = dir.join(name);
-        let bytes = config.encode();
         if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
             panic!("{} is missing or stale: it must hold the encoding of {name}", path.display());
         }
     }
+}
+
+#[test]
+fn config_decode_corpus() {
+    // Valid encodings of every scheme belong in the corpus too.
+    check_seeds(
+        "config_decode",
+        [
+            ("default.bin", neardex::SignatureConfig::default()),
+            ("words3.bin", neardex::SignatureConfig::word_shingles(3)),
+            ("chars5.bin", neardex::SignatureConfig::char_shingles(5)),
+        ]
+        .map(|(name, config)| (name, config.encode())),
+    );
     replay("config_decode", neardex::fuzz_support::config_decode);
 }
 
@@ -49,14 +58,8 @@ fn catalog_records_corpus() {
     // A record of each kind and version, as today's build writes it (the
     // fuzzer starts from them).
     use neardex::store::Metadata;
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/catalog_records");
     let metadata = Metadata { url: Some("http://example.com/".into()), user: vec![7], ..Metadata::default() };
-    for (name, bytes) in neardex::fuzz_support::catalog_record_seeds("page-1", metadata) {
-        let path = dir.join(name);
-        if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
-            panic!("{} is missing or stale: it must hold {name}", path.display());
-        }
-    }
+    check_seeds("catalog_records", neardex::fuzz_support::catalog_record_seeds("page-1", metadata));
     replay("catalog_records", neardex::fuzz_support::catalog_records);
 }
 

@@ -28,8 +28,7 @@ fn golden_copy(version: u32) -> tempfile::TempDir {
 /// The golden index written by today's build, in a temporary directory.
 fn golden_written_today() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let index = Index::create_with(dir.path(), SignatureConfig::default(), golden::options()).unwrap();
-    golden::write(&index).unwrap();
+    golden::write_today(std::sync::Arc::new(neardex::store::FsStorage::new(dir.path()))).unwrap();
     dir
 }
 

@@ -98,7 +98,7 @@ impl DocRecord {
     /// # Errors
     /// [`IndexError::Corrupted`] for malformed bytes.
     pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
-        let mut r = Reader { bytes, at: 0, table: "docs", id, varint_lengths: false };
+        let mut r = Reader::new(bytes, "docs", id);
         r.varint_lengths = match r.u8()? {
             1 => false,
             2 => true,
@@ -160,7 +160,7 @@ impl PendingRecord {
     /// # Errors
     /// [`IndexError::Corrupted`] for malformed bytes or an unsorted vector.
     pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
-        let mut r = Reader { bytes, at: 0, table: "pending", id, varint_lengths: false };
+        let mut r = Reader::new(bytes, "pending", id);
         let n = r.u32()? as usize;
         if n > bytes.len() / 12 {
             return Err(r.bad("vector longer than the record"));
@@ -205,7 +205,7 @@ impl SegmentRecord {
     /// # Errors
     /// [`IndexError::Corrupted`] unless it is exactly 16 bytes.
     pub fn decode(bytes: &[u8], id: u64) -> Result<Self, IndexError> {
-        let mut r = Reader { bytes, at: 0, table: "manifest", id, varint_lengths: false };
+        let mut r = Reader::new(bytes, "manifest", id);
         let record = SegmentRecord { doc_count: r.u32()?, file_crc: r.u32()?, byte_len: r.u64()? };
         r.end()?;
         Ok(record)
@@ -303,6 +303,11 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor at the start of `bytes`, lengths in `u32`s.
+    fn new(bytes: &'a [u8], table: &'static str, id: u64) -> Self {
+        Reader { bytes, at: 0, table, id, varint_lengths: false }
+    }
+
     fn bad(&self, reason: &str) -> IndexError {
         IndexError::corrupted(CATALOG_FILE, self.table, self.id, reason)
     }

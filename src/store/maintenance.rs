@@ -97,7 +97,7 @@ impl Index {
     /// an ingest that space is reused, so this is for an index at rest
     /// (`optimize` runs it too). When it compacts, it also rewrites the
     /// table of keys into full pages if keys arrived out of order and left
-    /// a quarter of its pages' bytes free. redb compacts only when no transaction of
+    /// a quarter of its pages' bytes, and at least 64 KiB, free. redb compacts only when no transaction of
     /// any process is open on the catalog: while a searcher (or a reader
     /// in another process) holds one, it returns `Ok(false)`. The writer
     /// and the maintenance thread wait meanwhile.

@@ -318,8 +318,8 @@ impl Catalog {
     /// no transaction of this or another process is open (then it does
     /// nothing: `Ok(false)`, like a read-only catalog). When no
     /// transaction stood in its way, the `keys` table is rewritten into
-    /// full pages if a quarter of its pages' bytes are free
-    /// ([`catalog::repack_keys`], a commit of its own), and the file
+    /// full pages if a quarter of its pages' bytes, and at least 64 KiB,
+    /// are free ([`catalog::repack_keys`], a commit of its own), and the file
     /// compacted again to give their space back. The caller holds the
     /// writer lock.
     fn compact(&self) -> Result<bool, IndexError> {

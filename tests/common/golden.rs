@@ -4,7 +4,9 @@
 //! catalog or segment of today's format is always among those they check.
 #![allow(dead_code)]
 
-use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata};
+use std::sync::Arc;
+
+use neardex::store::{Document, Index, IndexError, IndexOptions, Metadata, Storage};
 
 /// The documents of the golden index: (key, text, url).
 pub const DOCS: &[(&str, &str, &str)] = include!("../data/golden-v1-docs.in");
@@ -12,6 +14,13 @@ pub const DOCS: &[(&str, &str, &str)] = include!("../data/golden-v1-docs.in");
 /// The options it is created with: a flush after four documents.
 pub fn options() -> IndexOptions {
     IndexOptions { flush_threshold: 4, ..IndexOptions::default() }
+}
+
+/// Creates the golden index in `storage` (empty) with today's build, and
+/// closes it: a catalog and a segment of today's formats.
+pub fn write_today(storage: Arc<dyn Storage>) -> Result<(), IndexError> {
+    let index = Index::create_in(storage, neardex::SignatureConfig::default(), options())?;
+    write(&index)
 }
 
 /// Writes the golden documents into `index` (empty, created with
