@@ -134,9 +134,12 @@ impl Ranks {
         // that their cache misses overlap; then tested with no branch on
         // the outcome. Once the weight held by none makes `enough`, the
         // order is empty whatever the rest holds (every source's δ1 break
-        // is certain before its first list), so the rest is never read:
-        // most probes, those with no near-duplicate, stop after a block.
-        const BLOCK: usize = 16;
+        // is certain before its first list), so the rest is never read.
+        // A block of 128 holds a whole SpotSigs vector and a few blocks a
+        // word-3-shingle one: more misses in flight at once than blocks of
+        // 16 had (whose early stops saved less than their waits cost:
+        // ARCHITECTURE.md, "Signatures only the probe holds").
+        const BLOCK: usize = 128;
         let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
         let mut held_by_none = 0;
         let mut kept = 0;
