@@ -788,6 +788,14 @@ thread_local! {
     static STAGE_BUFFERS: std::cell::Cell<StageBuffers> = std::cell::Cell::new(StageBuffers::default());
 }
 
+/// An entry of an offsets section, decoded ([`Segment::entry_at`]).
+enum TableEntry {
+    /// A one-ordinal list: the entry's payload.
+    Inline(u64),
+    /// A list in the data section, from `offset`, packed or a bitmap.
+    List { offset: u64, packed: bool },
+}
+
 /// What an entry of an offsets section names.
 enum ListBytes<'a> {
     /// A one-ordinal list, stored in the entry.
@@ -2080,46 +2088,54 @@ impl<B: AsRef<[u8]>> Segment<B> {
         packed_width(self.doc_count)
     }
 
-    /// Entry `i` of an offsets section, decoded.
+    /// Entry `i` of an offsets section, decoded: an inline list's
+    /// payload (its only ordinal, unless damaged), or where the list
+    /// starts in the data section and whether it is packed.
+    #[inline]
+    fn entry_at(&self, offsets: SectionKind, i: usize) -> TableEntry {
+        // Packed lists are flagged since version 5; before, the flag's bit
+        // belongs to the offset.
+        let packs = self.version >= 5;
+        if self.narrow {
+            let entry = le_u32(self.section(offsets), i * 4);
+            if entry & NARROW_INLINE != 0 {
+                return TableEntry::Inline(u64::from(entry & !NARROW_INLINE));
+            }
+            let packed = packs && entry & NARROW_PACKED != 0;
+            TableEntry::List { offset: u64::from(if packed { entry & !NARROW_PACKED } else { entry }), packed }
+        } else {
+            let entry = le_u64(self.section(offsets), i * 8);
+            if entry & INLINE != 0 {
+                return TableEntry::Inline(entry & !INLINE);
+            }
+            let packed = packs && entry & PACKED != 0;
+            TableEntry::List { offset: if packed { entry & !PACKED } else { entry }, packed }
+        }
+    }
+
     /// Where list `i` of a bitmap table starts in its data section, if
     /// it has bytes there (not an inline list); unchecked: only for
     /// touching the bytes ahead of [`Segment::list_at`].
     #[inline]
     fn data_offset(&self, offsets: SectionKind, i: usize) -> Option<usize> {
-        let packs = self.version >= 5;
-        if self.narrow {
-            let entry = le_u32(self.section(offsets), i * 4);
-            let offset = if packs { entry & !NARROW_PACKED } else { entry };
-            (entry & NARROW_INLINE == 0).then_some(offset as usize)
-        } else {
-            let entry = le_u64(self.section(offsets), i * 8);
-            let offset = if packs { entry & !PACKED } else { entry };
-            (entry & INLINE == 0).then_some(offset as usize)
+        match self.entry_at(offsets, i) {
+            TableEntry::List { offset, .. } => usize::try_from(offset).ok(),
+            TableEntry::Inline(_) => None,
         }
     }
 
+    /// List `i` of a bitmap table (`offsets`: its entries, `data`: its
+    /// lists), checked against the data section's bounds.
     fn list_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<ListBytes<'_>, IndexError> {
         let width = self.entry_width();
-        // Packed lists are flagged since version 5; before, the flag's bit
-        // belongs to the offset.
-        let packs = self.version >= 5;
-        let (offset, packed) = if self.narrow {
-            let entry = le_u32(self.section(offsets), i * 4);
-            if entry & NARROW_INLINE != 0 {
-                return Ok(ListBytes::Inline(entry & !NARROW_INLINE));
+        let (offset, packed) = match self.entry_at(offsets, i) {
+            TableEntry::Inline(ordinal) => {
+                // A wide entry's payload may exceed an ordinal (damage).
+                let ordinal = u32::try_from(ordinal)
+                    .map_err(|_| self.corrupted(offsets, i * 8, "inline entry holds more than an ordinal"))?;
+                return Ok(ListBytes::Inline(ordinal));
             }
-            let packed = packs && entry & NARROW_PACKED != 0;
-            (u64::from(if packed { entry & !NARROW_PACKED } else { entry }), packed)
-        } else {
-            let entry = le_u64(self.section(offsets), i * 8);
-            if entry & INLINE != 0 {
-                if entry & !INLINE > u64::from(u32::MAX) {
-                    return Err(self.corrupted(offsets, i * 8, "inline entry holds more than an ordinal"));
-                }
-                return Ok(ListBytes::Inline(entry as u32));
-            }
-            let packed = packs && entry & PACKED != 0;
-            (if packed { entry & !PACKED } else { entry }, packed)
+            TableEntry::List { offset, packed } => (offset, packed),
         };
         let bytes = self.section(data);
         let slice = bytes.get(offset as usize..).filter(|_| offset < bytes.len() as u64);
