@@ -774,13 +774,16 @@ struct StageBuffers {
     ranges: Vec<(u64, Option<std::ops::Range<usize>>)>,
     /// Each hash's position among the keys, if it has one.
     positions: Vec<Option<usize>>,
+    /// Each found hash's place among the hashes, its position among the
+    /// keys and its entry, decoded.
+    entries: Vec<(usize, usize, TableEntry)>,
 }
 
 impl StageBuffers {
     /// The buffers to keep, each emptied ([`super::kept_for_reuse`]).
     fn kept(self) -> Self {
         use super::kept_for_reuse as kept;
-        StageBuffers { ranges: kept(self.ranges), positions: kept(self.positions) }
+        StageBuffers { ranges: kept(self.ranges), positions: kept(self.positions), entries: kept(self.entries) }
     }
 }
 
@@ -789,6 +792,7 @@ thread_local! {
 }
 
 /// An entry of an offsets section, decoded ([`Segment::entry_at`]).
+#[derive(Clone, Copy)]
 enum TableEntry {
     /// A one-ordinal list: the entry's payload.
     Inline(u64),
@@ -1842,7 +1846,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let (keys, directory) = self.keys_and_directory(directory, key_kind);
         // The thread's buffers from its previous look-ups (a query's
         // segments each make one set).
-        let StageBuffers { mut ranges, mut positions } = STAGE_BUFFERS.with(std::cell::Cell::take);
+        let StageBuffers { mut ranges, mut positions, mut entries } = STAGE_BUFFERS.with(std::cell::Cell::take);
         // Each hash with its bucket's key range (`None`: no directory).
         ranges.clear();
         ranges.extend(hashes.into_iter().map(|hash| match hash {
@@ -1869,30 +1873,44 @@ impl<B: AsRef<[u8]>> Segment<B> {
             touched ^= offsets.get(i * width).copied().unwrap_or(0);
         }
         std::hint::black_box(touched);
-        // The lists' first bytes (a packed list's count, a bitmap's
-        // header), likewise: their misses overlap too.
+        // The entries decoded, once, and the lists' first bytes (a packed
+        // list's count, a bitmap's header) read, likewise: their misses
+        // overlap too.
+        entries.clear();
+        entries.extend(
+            positions.iter().enumerate().filter_map(|(at, &i)| i.map(|i| (at, i, self.entry_at(offsets_kind, i)))),
+        );
         let data = self.section(data_kind);
         let mut touched = 0u8;
-        for &i in positions.iter().flatten() {
-            if let Some(at) = self.data_offset(offsets_kind, i) {
-                touched ^= data.get(at).copied().unwrap_or(0);
+        for &(.., entry) in &entries {
+            if let TableEntry::List { offset, .. } = entry {
+                touched ^= usize::try_from(offset).ok().and_then(|at| data.get(at)).copied().unwrap_or(0);
             }
         }
         std::hint::black_box(touched);
-        for (at, &i) in positions.iter().enumerate() {
-            if let Some(i) = i {
-                each(at, self.list_in_place(offsets_kind, data_kind, i)?);
-            }
+        for &(at, i, entry) in &entries {
+            each(at, self.list_of_entry(offsets_kind, data_kind, i, entry)?);
         }
         // (A damaged list returns above without them: the next call
         // starts with new ones.)
-        STAGE_BUFFERS.with(|b| b.set(StageBuffers { ranges, positions }.kept()));
+        STAGE_BUFFERS.with(|b| b.set(StageBuffers { ranges, positions, entries }.kept()));
         Ok(())
     }
 
     /// List `i` of a bitmap table, read in place.
     fn list_in_place(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<PostingList<'_>, IndexError> {
-        match self.list_at(offsets, data, i)? {
+        self.list_of_entry(offsets, data, i, self.entry_at(offsets, i))
+    }
+
+    /// [`Segment::list_in_place`] of list `i`, whose entry is `entry`.
+    fn list_of_entry(
+        &self,
+        offsets: SectionKind,
+        data: SectionKind,
+        i: usize,
+        entry: TableEntry,
+    ) -> Result<PostingList<'_>, IndexError> {
+        match self.list_at(offsets, data, i, entry)? {
             ListBytes::Inline(ordinal) => Ok(PostingList::Single(ordinal)),
             ListBytes::Serialized { at, bytes } => {
                 let view = RoaringView::parse(bytes).map_err(|reason| self.corrupted(data, at, reason))?;
@@ -2068,7 +2086,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
     }
 
     fn bitmap_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<RoaringBitmap, IndexError> {
-        match self.list_at(offsets, data, i)? {
+        match self.list_at(offsets, data, i, self.entry_at(offsets, i))? {
             ListBytes::Inline(ordinal) => Ok(RoaringBitmap::from_iter([ordinal])),
             // The serialization carries its own length; reading stops there.
             ListBytes::Serialized { at, bytes } => {
@@ -2113,22 +2131,18 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
     }
 
-    /// Where list `i` of a bitmap table starts in its data section, if
-    /// it has bytes there (not an inline list); unchecked: only for
-    /// touching the bytes ahead of [`Segment::list_at`].
-    #[inline]
-    fn data_offset(&self, offsets: SectionKind, i: usize) -> Option<usize> {
-        match self.entry_at(offsets, i) {
-            TableEntry::List { offset, .. } => usize::try_from(offset).ok(),
-            TableEntry::Inline(_) => None,
-        }
-    }
-
     /// List `i` of a bitmap table (`offsets`: its entries, `data`: its
-    /// lists), checked against the data section's bounds.
-    fn list_at(&self, offsets: SectionKind, data: SectionKind, i: usize) -> Result<ListBytes<'_>, IndexError> {
+    /// lists), whose entry is `entry` ([`Segment::entry_at`]), checked
+    /// against the data section's bounds.
+    fn list_at(
+        &self,
+        offsets: SectionKind,
+        data: SectionKind,
+        i: usize,
+        entry: TableEntry,
+    ) -> Result<ListBytes<'_>, IndexError> {
         let width = self.entry_width();
-        let (offset, packed) = match self.entry_at(offsets, i) {
+        let (offset, packed) = match entry {
             TableEntry::Inline(ordinal) => {
                 // A wide entry's payload may exceed an ordinal (damage).
                 let ordinal = u32::try_from(ordinal)
