@@ -1521,7 +1521,10 @@ impl Searcher {
                 let x = if measure == Similarity::SetJaccard {
                     u64::from(segment.distinct_of(ordinal)?)
                 } else {
-                    segment.entry(ordinal)?.length
+                    match segment.length_at(ordinal) {
+                        Some(length) => length,
+                        None => segment.entry(ordinal)?.length,
+                    }
                 };
                 if pruning != Pruning::None && !ordered && !window.contains(x) {
                     continue;

@@ -2249,6 +2249,21 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(Some(by_ordinal.into_iter().flatten().collect()))
     }
 
+    /// The length `|d|` of the document at `ordinal` (below the document
+    /// count), from the length directory rather than its docs entry: the
+    /// directory (a few kilobytes: one entry a distinct length) stays in a
+    /// core's cache, where a query's walk found each posting's entry with a
+    /// cache miss. `None` when no entry of the directory starts at or
+    /// before `ordinal` (a damaged directory).
+    pub fn length_at(&self, ordinal: u32) -> Option<u64> {
+        let dir = self.section(SectionKind::Lengths);
+        let n = dir.len() / 16;
+        // The entries starting at or before the ordinal: a prefix, as
+        // the directory ascends in first ordinal too.
+        let past = first_not_below(0, n, |i| le_u64(dir, i * 16 + 8) <= u64::from(ordinal));
+        past.checked_sub(1).map(|i| le_u64(dir, i * 16))
+    }
+
     /// The ordinal range `[first, end)` of documents with length in
     /// `[min, max]`, from the length directory.
     pub fn length_range(&self, min: u64, max: u64) -> std::ops::Range<u32> {
@@ -2435,6 +2450,26 @@ mod tests {
         ]
     }
 
+    /// Each ordinal's length from the length directory is its docs
+    /// entry's, over many documents of repeated and skipped lengths.
+    #[test]
+    fn the_length_directory_gives_each_ordinals_length() {
+        let docs: Vec<SegmentDoc> = (0..300u64)
+            .map(|id| {
+                // Lengths 0..40 (some repeated many times, some absent),
+                // with a frequency above one now and then.
+                let distinct = (id * 7919 % 41) / 2;
+                let vector =
+                    SignatureVector::from_pairs((0..distinct).map(|k| (k * 31 + id, 1 + u32::from(k % 5 == 0))));
+                SegmentDoc { id, vector, band_keys: vec![id], fingerprint: fp(id) }
+            })
+            .collect();
+        let seg = Segment::parse(build_segment(1, 1, docs), "seg").unwrap();
+        for ordinal in 0..seg.doc_count() {
+            assert_eq!(seg.length_at(ordinal), Some(seg.entry(ordinal).unwrap().length), "ordinal {ordinal}");
+        }
+    }
+
     #[test]
     fn round_trip() {
         let bytes = build_segment(42, 2, docs());
@@ -2458,6 +2493,8 @@ mod tests {
         assert_eq!(seg.length_range(4, 100), 4..4);
         assert_eq!(seg.length_range(0, u64::MAX), 0..4);
         assert_eq!(seg.length_range(0, 0), 0..1);
+        let lengths: Vec<Option<u64>> = (0..4).map(|o| seg.length_at(o)).collect();
+        assert_eq!(lengths, [Some(0), Some(1), Some(3), Some(3)]);
         assert_eq!(seg.ordinal_of(10).unwrap(), Some(3));
         assert_eq!(seg.ordinal_of(4).unwrap(), Some(0));
         assert_eq!(seg.ordinal_of(5).unwrap(), None);
