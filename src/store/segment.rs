@@ -1350,6 +1350,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
         if !self.section(SectionKind::Lengths).len().is_multiple_of(16) {
             return Err(self.corrupted(SectionKind::Lengths, 0, "length directory is not whole entries"));
         }
+        // Queries take each document's length, and the window, from the
+        // length directory without reading the documents' entries
+        // (`length_at`, `length_range`): its checksum is checked here, at
+        // open (one entry a distinct length: a few kilobytes), rather than
+        // only by `verify`, so that a damaged one cannot prune a match.
+        let lengths = self.sections[SectionKind::Lengths as usize - 1].2;
+        if crc32fast::hash(self.section(SectionKind::Lengths)) != lengths {
+            return Err(self.corrupted(SectionKind::Lengths, 0, "section checksum mismatch"));
+        }
         Ok(())
     }
 
@@ -2734,6 +2743,22 @@ mod tests {
         assert_eq!(file.crc(), crc32fast::hash(&bytes));
         assert_eq!(bytes, build_segment(9, 2, docs()));
         Segment::parse(bytes, "seg").unwrap().verify().unwrap();
+    }
+
+    /// Queries trust the length directory without reading the documents'
+    /// entries, so a damaged one is refused at open, not only by `verify`.
+    #[test]
+    fn a_damaged_length_directory_is_refused_at_open() {
+        let bytes = build_segment(1, 2, docs());
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let (offset, ..) = seg.sections[SectionKind::Lengths as usize - 1];
+        let mut damaged = bytes.clone();
+        // Entry 1's length (1) made 2: the walk would take ordinal 1 for
+        // longer than it is.
+        damaged[offset + 16] ^= 3;
+        let err = Segment::parse(damaged.as_slice(), "seg").unwrap_err();
+        assert!(matches!(err, IndexError::Corrupted { .. }), "{err:?}");
+        assert!(err.to_string().contains("lengths"), "{err}");
     }
 
     #[test]
