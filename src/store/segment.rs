@@ -1355,11 +1355,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         // (`length_at`, `length_range`): its checksum is checked here, at
         // open (one entry a distinct length: a few kilobytes), rather than
         // only by `verify`, so that a damaged one cannot prune a match.
-        let lengths = self.sections[SectionKind::Lengths as usize - 1].2;
-        if crc32fast::hash(self.section(SectionKind::Lengths)) != lengths {
-            return Err(self.corrupted(SectionKind::Lengths, 0, "section checksum mismatch"));
-        }
-        Ok(())
+        self.verify_checksum(SectionKind::Lengths)
     }
 
     /// Bytes an entry of an offsets section takes.
@@ -1599,10 +1595,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// [`IndexError::Corrupted`] naming the first section that fails.
     pub fn verify_checksums(&self) -> Result<(), IndexError> {
         for kind in SECTIONS.into_iter().take(section_count(self.version)) {
-            let crc = self.sections[kind as usize - 1].2;
-            if crc32fast::hash(self.section(kind)) != crc {
-                return Err(self.corrupted(kind, 0, "section checksum mismatch"));
-            }
+            self.verify_checksum(kind)?;
+        }
+        Ok(())
+    }
+
+    /// Checks one section's CRC32 against the table's.
+    fn verify_checksum(&self, kind: SectionKind) -> Result<(), IndexError> {
+        if crc32fast::hash(self.section(kind)) != self.sections[kind as usize - 1].2 {
+            return Err(self.corrupted(kind, 0, "section checksum mismatch"));
         }
         Ok(())
     }
@@ -2266,11 +2267,10 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// before `ordinal` (a damaged directory).
     pub fn length_at(&self, ordinal: u32) -> Option<u64> {
         let dir = self.section(SectionKind::Lengths);
-        let n = dir.len() / 16;
         // The entries starting at or before the ordinal: a prefix, as
         // the directory ascends in first ordinal too.
-        let past = first_not_below(0, n, |i| le_u64(dir, i * 16 + 8) <= u64::from(ordinal));
-        past.checked_sub(1).map(|i| le_u64(dir, i * 16))
+        let past = first_not_below(0, dir.len() / 16, |i| length_entry(dir, i).1 <= u64::from(ordinal));
+        past.checked_sub(1).map(|i| length_entry(dir, i).0)
     }
 
     /// The ordinal range `[first, end)` of documents with length in
@@ -2278,22 +2278,26 @@ impl<B: AsRef<[u8]>> Segment<B> {
     pub fn length_range(&self, min: u64, max: u64) -> std::ops::Range<u32> {
         let dir = self.section(SectionKind::Lengths);
         let n = dir.len() / 16;
-        let length_at = |i: usize| le_u64(dir, i * 16);
-        let ordinal_at = |i: usize| (le_u64(dir, i * 16 + 8) as u32).min(self.doc_count);
         // The directory ascends in length (the writer's order, which
         // `verify` checks): binary search.
         let first_at_least = |bound: u64| {
-            let lo = first_not_below(0, n, |i| length_at(i) < bound);
+            let lo = first_not_below(0, n, |i| length_entry(dir, i).0 < bound);
             if lo == n {
                 self.doc_count
             } else {
-                ordinal_at(lo)
+                (length_entry(dir, lo).1 as u32).min(self.doc_count)
             }
         };
         let first = first_at_least(min);
         let end = max.checked_add(1).map_or(self.doc_count, first_at_least);
         first..end.max(first)
     }
+}
+
+/// Entry `i` of a length directory (section 2): a length and the first
+/// ordinal with it.
+fn length_entry(dir: &[u8], i: usize) -> (u64, u64) {
+    (le_u64(dir, i * 16), le_u64(dir, i * 16 + 8))
 }
 
 /// `bytes` with every section checksum of its table recomputed, when they
