@@ -1556,12 +1556,15 @@ impl Searcher {
         verify.clear();
         verify.extend(candidates.drain());
         verify.sort_unstable_by_key(|c| c.0);
-        for &(ordinal, (held, x)) in verify.iter() {
-            if bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau) {
-                self.verify_ordinal(segment, ordinal, x, plan, sink, stats)?;
-            } else {
-                stats.pruned_by_bounds += 1;
-            }
+        let before = verify.len();
+        verify.retain(|&(_, (held, x))| bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau));
+        stats.pruned_by_bounds += (before - verify.len()) as u64;
+        // The survivors' entries and vectors touched first, all of them, so
+        // that their cache misses overlap rather than come one
+        // verification at a time.
+        segment.touch_vectors(verify.iter().map(|c| c.0));
+        for &(ordinal, (_, x)) in verify.iter() {
+            self.verify_ordinal(segment, ordinal, x, plan, sink, stats)?;
         }
         Ok(())
     }

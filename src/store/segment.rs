@@ -1755,6 +1755,28 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(measure.of_intersection(min_sum, shared, (query.total(), query.distinct()), (entry.length, distinct as u64)))
     }
 
+    /// Reads a byte of each document's docs entry, then of its vector's
+    /// hashes and frequencies, each stage in a loop of its own, so that the
+    /// cache misses of several verifications are in flight together (as
+    /// [`Segment::lists_in_stages`] does for look-ups). Nothing is checked
+    /// here: [`Segment::overlap`] reads them again, checked.
+    pub fn touch_vectors(&self, ordinals: impl Iterator<Item = u32> + Clone) {
+        let docs = self.section(SectionKind::Docs);
+        let at = |ordinal: u32| ordinal as usize * DOC_ENTRY_LEN;
+        let mut touched = 0u8;
+        for ordinal in ordinals.clone() {
+            touched ^= docs.get(at(ordinal) + 16).copied().unwrap_or(0);
+        }
+        let (hashes, freqs, width) =
+            (self.section(SectionKind::Hashes), self.section(SectionKind::Freqs), self.freq_width());
+        for ordinal in ordinals {
+            let first = le_u32(docs, at(ordinal) + 16) as usize;
+            touched ^= hashes.get(first * 8).copied().unwrap_or(0);
+            touched ^= freqs.get(first * width).copied().unwrap_or(0);
+        }
+        std::hint::black_box(touched);
+    }
+
     /// The error for vector entry `i` whose frequency is zero (or, since
     /// version 3, whose escape is missing).
     fn zero_frequency(&self, i: usize) -> IndexError {
