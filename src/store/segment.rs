@@ -389,12 +389,15 @@ struct Ordinals {
     entries: u64,
 }
 
-/// The two bitmap tables, their entries not yet encoded.
+/// The two bitmap tables, their entries in the eight-byte form (the
+/// four-byte one, when the file takes it, is made in place).
 struct Tables {
-    posting_keys: Vec<u64>,
-    posting_entries: Vec<Entry>,
-    band_keys: Vec<u64>,
-    band_entries: Vec<Entry>,
+    /// The keys, eight little-endian bytes each (stored layout made in
+    /// place, [`keys::encode_in_place`]).
+    posting_keys: Vec<u8>,
+    posting_entries: Vec<u8>,
+    band_keys: Vec<u8>,
+    band_entries: Vec<u8>,
     /// The posting keys whose lists hold at least [`FREQUENT_MIN`]
     /// ordinals, with their lengths, ascending by key.
     frequent: Vec<(u64, u64)>,
@@ -430,7 +433,7 @@ fn assemble<'a>(
     ordinals: Ordinals,
     width: EntryWidth,
 ) -> SegmentFile<'a> {
-    let Tables { posting_keys, posting_entries, band_keys, band_entries, mut frequent } = tables;
+    let Tables { posting_keys, mut posting_entries, band_keys, mut band_entries, mut frequent } = tables;
     let Ordinals { ids, fingerprints, entries } = ordinals;
     let doc_count = ids.len();
     // Narrow entries hold an ordinal in 31 bits, or an offset in 30
@@ -440,10 +443,14 @@ fn assemble<'a>(
         && doc_count <= NARROW_INLINE as usize
         && fits(&sections[6])
         && fits(&sections[10]);
-    sections[5] = encode_entries(&posting_entries, narrow);
-    sections[9] = encode_entries(&band_entries, narrow);
+    if narrow {
+        narrow_in_place(&mut posting_entries);
+        narrow_in_place(&mut band_entries);
+    }
+    sections[5] = posting_entries;
+    sections[9] = band_entries;
     // The candidates hold at least FREQUENT_MIN ordinals (TableWriter).
-    let keys = posting_keys.len();
+    let keys = posting_keys.len() / 8;
     let cap = FREQUENT_FLOOR.max(keys / 16);
     if frequent.len() > cap {
         frequent.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -456,9 +463,10 @@ fn assemble<'a>(
     }
     // The key sections in their stored layout.
     let mut dropped = [0u8; 2];
-    for (d, (at, full)) in [(4, posting_keys), (8, band_keys)].into_iter().enumerate() {
-        let t = keys::dropped_bits(full.len());
-        sections[at] = keys::encode(&full, t);
+    for (d, (at, mut full)) in [(4, posting_keys), (8, band_keys)].into_iter().enumerate() {
+        let t = keys::dropped_bits(full.len() / 8);
+        keys::encode_in_place(&mut full, t);
+        sections[at] = full;
         dropped[d] = t as u8;
     }
     let mut by_fingerprint: Vec<(u128, u32)> =
@@ -515,16 +523,17 @@ fn assemble<'a>(
     SegmentFile { head: out, sections }
 }
 
-/// The bytes of an entries section: eight bytes an entry, or four
-/// (`narrow`: the writer has checked that every value fits).
-fn encode_entries(entries: &[Entry], narrow: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(entries.len() * if narrow { 4 } else { 8 });
-    if narrow {
-        entries.iter().for_each(|entry| out.extend_from_slice(&entry.narrow().to_le_bytes()));
-    } else {
-        entries.iter().for_each(|entry| out.extend_from_slice(&entry.0.to_le_bytes()));
+/// Rewrites an entries section of eight-byte entries in the four-byte
+/// form (the caller has checked that every value fits), in place: no
+/// second section of a merge's tens of millions of entries at once. Entry
+/// `i` is written at `4i`, where its own bytes or ones already read were.
+fn narrow_in_place(entries: &mut Vec<u8>) {
+    let n = entries.len() / 8;
+    for i in 0..n {
+        let entry = Entry(le_u64(entries, i * 8));
+        entries[i * 4..i * 4 + 4].copy_from_slice(&entry.narrow().to_le_bytes());
     }
-    out
+    entries.truncate(n * 4);
 }
 
 fn align8(n: usize) -> usize {
@@ -635,13 +644,14 @@ fn table_bounds(pairs: &[(u64, u32)], doc_count: u32) -> (usize, usize) {
 /// The lists of a bitmap table as they are written, in ascending key
 /// order (the writer's and the merge's).
 struct TableWriter {
-    /// The keys, ascending.
-    keys: Vec<u64>,
+    /// The keys, ascending, eight little-endian bytes each.
+    keys: Vec<u8>,
     /// The data section: packed lists and serialized bitmaps.
     data: Vec<u8>,
     /// The bytes of a packed list's ordinals ([`packed_width`]).
     width: usize,
-    entries: Vec<Entry>,
+    /// The entries, each in its eight-byte stored form.
+    entries: Vec<u8>,
     /// The keys whose lists hold at least [`FREQUENT_MIN`] ordinals, with
     /// their lengths: the candidates for the frequent section.
     lengths: Vec<(u64, u64)>,
@@ -654,12 +664,17 @@ impl TableWriter {
     /// neither copied nor faulted in twice as they grow).
     fn new(doc_count: u32, keys: usize, data: usize) -> TableWriter {
         TableWriter {
-            keys: Vec::with_capacity(keys),
+            keys: Vec::with_capacity(keys * 8),
             data: Vec::with_capacity(data),
             width: packed_width(doc_count),
-            entries: Vec::with_capacity(keys),
+            entries: Vec::with_capacity(keys * 8),
             lengths: Vec::new(),
         }
+    }
+
+    /// Appends `entry`, in its eight-byte stored form.
+    fn push_entry(&mut self, entry: Entry) {
+        self.entries.extend_from_slice(&entry.0.to_le_bytes());
     }
 
     /// Appends `key` and its list of `ordinals` (ascending, not
@@ -672,20 +687,20 @@ impl TableWriter {
         if ordinals.len() as u64 >= FREQUENT_MIN {
             self.lengths.push((key, ordinals.len() as u64));
         }
-        self.keys.push(key);
+        self.keys.extend_from_slice(&key.to_le_bytes());
         if let [ordinal] = ordinals {
-            self.entries.push(Entry::inline(*ordinal));
+            self.push_entry(Entry::inline(*ordinal));
             return;
         }
         let offset = self.data.len() as u64;
         if ordinals.len() <= PACKED_MAX && packed_len(ordinals.len(), self.width) < small_bitmap_size(ordinals) {
-            self.entries.push(Entry::packed(offset));
+            self.push_entry(Entry::packed(offset));
             self.data.push(ordinals.len() as u8);
             for ordinal in ordinals {
                 self.data.extend_from_slice(&ordinal.to_le_bytes()[..self.width]);
             }
         } else {
-            self.entries.push(Entry::bitmap(offset));
+            self.push_entry(Entry::bitmap(offset));
             let mut bitmap = RoaringBitmap::new();
             bitmap.append(ordinals.iter().copied()).unwrap_or_default();
             // Writing into a Vec cannot fail.
@@ -2758,10 +2773,10 @@ mod tests {
             pairs.sort_unstable();
             let (keys, data) = table_bounds(&pairs, doc_count);
             let table = write_bitmap_table(pairs, doc_count);
-            assert_eq!(table.keys.len(), keys, "{doc_count}");
+            assert_eq!(table.keys.len(), keys * 8, "{doc_count}");
             assert!(table.data.len() <= data, "{doc_count}: {} > {data}", table.data.len());
             // Reserved once: Vec::with_capacity's capacity is exact.
-            assert_eq!((table.keys.capacity(), table.data.capacity()), (keys, data), "{doc_count}");
+            assert_eq!((table.keys.capacity(), table.data.capacity()), (keys * 8, data), "{doc_count}");
         }
     }
 

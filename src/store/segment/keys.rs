@@ -35,32 +35,47 @@ pub(super) fn valid_dropped_bits(t: u32) -> bool {
 }
 
 /// The bytes of a key section holding `keys` (ascending) with `t` dropped
-/// bits.
+/// bits (the writers build it in place, [`encode_in_place`]).
+#[cfg(test)]
 pub(super) fn encode(keys: &[u64], t: u32) -> Vec<u8> {
+    let mut bytes: Vec<u8> = keys.iter().flat_map(|key| key.to_le_bytes()).collect();
+    encode_in_place(&mut bytes, t);
+    bytes
+}
+
+/// The key section of the keys `bytes` holds (ascending, eight
+/// little-endian bytes each) with `t` dropped bits, made in place: no
+/// second section of a merge's tens of millions of keys at once. The
+/// directory is made first (at most 256 KB); each key's stored
+/// bytes, its low `8 − t/8`, then move down to `i · width` (at or before
+/// where key `i` was read), and the directory goes in front (one move of
+/// the keys).
+pub(super) fn encode_in_place(bytes: &mut Vec<u8>, t: u32) {
     if t == 0 {
-        let mut out = Vec::with_capacity(keys.len() * 8);
-        for key in keys {
-            out.extend_from_slice(&key.to_le_bytes());
-        }
-        return out;
+        return;
     }
     let (width, directory_len) = layout(t);
-    let buckets = 1usize << t;
-    let mut out = Vec::with_capacity(directory_len + keys.len() * width + 8);
+    let count = bytes.len() / 8;
+    let top =
+        |i: usize| (u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or_default()) >> (64 - t)) as usize;
+    let mut directory = Vec::with_capacity(directory_len);
     let mut next = 0usize;
-    for b in 0..=buckets {
-        while next < keys.len() && ((keys[next] >> (64 - t)) as usize) < b {
+    for b in 0..=1usize << t {
+        while next < count && top(next) < b {
             next += 1;
         }
-        out.extend_from_slice(&(next as u32).to_le_bytes());
+        directory.extend_from_slice(&(next as u32).to_le_bytes());
     }
-    // Eight bytes written and the top ones taken back: a fixed-size copy
-    // where a `width`-byte one compiles to a `memcpy` call per key.
-    for key in keys {
-        out.extend_from_slice(&key.to_le_bytes());
-        out.truncate(out.len() - (8 - width));
+    // All eight bytes written, the top ones overwritten by the next key
+    // (or cut): a fixed-size copy, where a `width`-byte one compiles to a
+    // `memcpy` call per key. They end at `i · width + 8`, at or before key
+    // `i + 1`'s bytes, not yet read.
+    for i in 0..count {
+        let key: [u8; 8] = bytes[i * 8..i * 8 + 8].try_into().unwrap_or_default();
+        bytes[i * width..i * width + 8].copy_from_slice(&key);
     }
-    out
+    bytes.truncate(count * width);
+    bytes.splice(0..0, directory);
 }
 
 /// The bytes of a stored key and of the directory with `t` dropped bits.
