@@ -1777,15 +1777,13 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// here: [`Segment::overlap`] reads them again, checked.
     pub fn touch_vectors(&self, ordinals: impl Iterator<Item = u32> + Clone) {
         let docs = self.section(SectionKind::Docs);
-        let at = |ordinal: u32| ordinal as usize * DOC_ENTRY_LEN;
         let mut touched = 0u8;
         for ordinal in ordinals.clone() {
-            touched ^= docs.get(at(ordinal) + 16).copied().unwrap_or(0);
+            touched ^= docs.get(ordinal as usize * DOC_ENTRY_LEN).copied().unwrap_or(0);
         }
         let (hashes, freqs, width) =
             (self.section(SectionKind::Hashes), self.section(SectionKind::Freqs), self.freq_width());
-        for ordinal in ordinals {
-            let first = le_u32(docs, at(ordinal) + 16) as usize;
+        for first in ordinals.filter_map(|ordinal| self.entry(ordinal).ok()).map(|entry| entry.first as usize) {
             touched ^= hashes.get(first * 8).copied().unwrap_or(0);
             touched ^= freqs.get(first * width).copied().unwrap_or(0);
         }

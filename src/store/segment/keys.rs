@@ -45,34 +45,34 @@ pub(super) fn encode(keys: &[u64], t: u32) -> Vec<u8> {
 
 /// The key section of the keys `bytes` holds (ascending, eight
 /// little-endian bytes each) with `t` dropped bits, made in place: no
-/// second section of a merge's tens of millions of keys at once. The
-/// directory is made first (at most 256 KB); each key's stored
-/// bytes, its low `8 − t/8`, then move down to `i · width` (at or before
-/// where key `i` was read), and the directory goes in front (one move of
-/// the keys).
+/// second section of a merge's tens of millions of keys at once. One
+/// pass reads each key, notes the buckets it starts in the directory (at
+/// most 256 KB) and moves its stored bytes, its low `8 − t/8`, down to
+/// `i · width` (at or before where it was read); the directory then goes
+/// in front (one move of the keys).
 pub(super) fn encode_in_place(bytes: &mut Vec<u8>, t: u32) {
     if t == 0 {
         return;
     }
     let (width, directory_len) = layout(t);
     let count = bytes.len() / 8;
-    let top =
-        |i: usize| (u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or_default()) >> (64 - t)) as usize;
     let mut directory = Vec::with_capacity(directory_len);
-    let mut next = 0usize;
-    for b in 0..=1usize << t {
-        while next < count && top(next) < b {
-            next += 1;
-        }
-        directory.extend_from_slice(&(next as u32).to_le_bytes());
-    }
-    // All eight bytes written, the top ones overwritten by the next key
-    // (or cut): a fixed-size copy, where a `width`-byte one compiles to a
-    // `memcpy` call per key. They end at `i · width + 8`, at or before key
-    // `i + 1`'s bytes, not yet read.
     for i in 0..count {
         let key: [u8; 8] = bytes[i * 8..i * 8 + 8].try_into().unwrap_or_default();
+        // Key `i` starts every bucket up to its own not yet started.
+        let bucket = (u64::from_le_bytes(key) >> (64 - t)) as usize;
+        while directory.len() / 4 <= bucket {
+            directory.extend_from_slice(&(i as u32).to_le_bytes());
+        }
+        // All eight bytes written, the top ones overwritten by the next
+        // key (or cut): a fixed-size copy, where a `width`-byte one
+        // compiles to a `memcpy` call per key. They end at `i · width + 8`,
+        // at or before key `i + 1`'s bytes, not yet read.
         bytes[i * width..i * width + 8].copy_from_slice(&key);
+    }
+    // The buckets past the last key's, and the end.
+    while directory.len() < directory_len {
+        directory.extend_from_slice(&(count as u32).to_le_bytes());
     }
     bytes.truncate(count * width);
     bytes.splice(0..0, directory);
