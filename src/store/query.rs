@@ -1562,7 +1562,7 @@ impl Searcher {
         // The survivors' entries and vectors touched first, all of them, so
         // that their cache misses overlap rather than come one
         // verification at a time.
-        segment.touch_vectors(verify.iter().map(|c| c.0));
+        segment.touch_vectors(verify.iter().map(|c| c.0), measure);
         for &(ordinal, (_, x)) in verify.iter() {
             self.verify_ordinal(segment, ordinal, x, plan, sink, stats)?;
         }

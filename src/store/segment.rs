@@ -1770,12 +1770,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(measure.of_intersection(min_sum, shared, (query.total(), query.distinct()), (entry.length, distinct as u64)))
     }
 
-    /// Reads a byte of each document's docs entry, then of its vector's
-    /// hashes and frequencies, each stage in a loop of its own, so that the
-    /// cache misses of several verifications are in flight together (as
-    /// [`Segment::lists_in_stages`] does for look-ups). Nothing is checked
-    /// here: [`Segment::overlap`] reads them again, checked.
-    pub fn touch_vectors(&self, ordinals: impl Iterator<Item = u32> + Clone) {
+    /// Reads a byte of each document's docs entry, then of every cache
+    /// line of its vector's hashes and (unless `measure` is set Jaccard,
+    /// which [`Segment::overlap`] reads none of) frequencies, each stage in
+    /// a loop of its own, so that the cache misses of several
+    /// verifications, and of each vector's lines, are in flight together
+    /// (as [`Segment::lists_in_stages`] does for look-ups). Nothing is
+    /// checked here: [`Segment::overlap`] reads them again, checked.
+    pub fn touch_vectors(&self, ordinals: impl Iterator<Item = u32> + Clone, measure: Similarity) {
+        const LINE: usize = 64;
         let docs = self.section(SectionKind::Docs);
         let mut touched = 0u8;
         for ordinal in ordinals.clone() {
@@ -1783,9 +1786,17 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
         let (hashes, freqs, width) =
             (self.section(SectionKind::Hashes), self.section(SectionKind::Freqs), self.freq_width());
-        for first in ordinals.filter_map(|ordinal| self.entry(ordinal).ok()).map(|entry| entry.first as usize) {
-            touched ^= hashes.get(first * 8).copied().unwrap_or(0);
-            touched ^= freqs.get(first * width).copied().unwrap_or(0);
+        let weighed = measure != Similarity::SetJaccard;
+        let lines = |section: &[u8], range: std::ops::Range<usize>| {
+            let bytes = section.get(range).unwrap_or_default();
+            bytes.iter().step_by(LINE).chain(bytes.last()).fold(0u8, |t, &b| t ^ b)
+        };
+        for entry in ordinals.filter_map(|ordinal| self.entry(ordinal).ok()) {
+            let (first, distinct) = (entry.first as usize, entry.distinct as usize);
+            touched ^= lines(hashes, first * 8..(first + distinct) * 8);
+            if weighed {
+                touched ^= lines(freqs, first * width..(first + distinct) * width);
+            }
         }
         std::hint::black_box(touched);
     }
