@@ -1775,8 +1775,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// which [`Segment::overlap`] reads none of) frequencies, each stage in
     /// a loop of its own, so that the cache misses of several
     /// verifications, and of each vector's lines, are in flight together
-    /// (as [`Segment::lists_in_stages`] does for look-ups). Nothing is
-    /// checked here: [`Segment::overlap`] reads them again, checked.
+    /// (as [`Segment::lists_in_stages`] does for look-ups). Past
+    /// [`Segment::TOUCHED_BYTES`] of vectors only each one's first line is
+    /// read: lines touched long before their verification would leave the
+    /// cache first. Nothing is checked here: [`Segment::overlap`] reads
+    /// them again, checked.
     pub fn touch_vectors(&self, ordinals: impl Iterator<Item = u32> + Clone, measure: Similarity) {
         const LINE: usize = 64;
         let docs = self.section(SectionKind::Docs);
@@ -1786,20 +1789,28 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
         let (hashes, freqs, width) =
             (self.section(SectionKind::Hashes), self.section(SectionKind::Freqs), self.freq_width());
-        let weighed = measure != Similarity::SetJaccard;
-        let lines = |section: &[u8], range: std::ops::Range<usize>| {
+        let width = if measure == Similarity::SetJaccard { 0 } else { width };
+        let mut budget = Self::TOUCHED_BYTES;
+        let lines = |section: &[u8], range: std::ops::Range<usize>, all: bool| {
             let bytes = section.get(range).unwrap_or_default();
-            bytes.iter().step_by(LINE).chain(bytes.last()).fold(0u8, |t, &b| t ^ b)
+            let step = if all { LINE } else { usize::MAX };
+            bytes.iter().step_by(step).chain(bytes.last().filter(|_| all)).fold(0u8, |t, &b| t ^ b)
         };
         for entry in ordinals.filter_map(|ordinal| self.entry(ordinal).ok()) {
             let (first, distinct) = (entry.first as usize, entry.distinct as usize);
-            touched ^= lines(hashes, first * 8..(first + distinct) * 8);
-            if weighed {
-                touched ^= lines(freqs, first * width..(first + distinct) * width);
-            }
+            let bytes = distinct * (8 + width);
+            let all = bytes <= budget;
+            budget -= if all { bytes } else { 0 };
+            touched ^= lines(hashes, first * 8..(first + distinct) * 8, all);
+            touched ^= lines(freqs, first * width..(first + distinct) * width, all);
         }
         std::hint::black_box(touched);
     }
+
+    /// How many bytes of vectors [`Segment::touch_vectors`] reads whole
+    /// before it reads only each vector's first line: half a core's
+    /// second-level cache here.
+    const TOUCHED_BYTES: usize = 512 << 10;
 
     /// The error for vector entry `i` whose frequency is zero (or, since
     /// version 3, whose escape is missing).
