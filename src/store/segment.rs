@@ -1791,10 +1791,14 @@ impl<B: AsRef<[u8]>> Segment<B> {
             (self.section(SectionKind::Hashes), self.section(SectionKind::Freqs), self.freq_width());
         let width = if measure == Similarity::SetJaccard { 0 } else { width };
         let mut budget = Self::TOUCHED_BYTES;
+        // A byte of every line of `range` (`all`), or of its first only.
         let lines = |section: &[u8], range: std::ops::Range<usize>, all: bool| {
             let bytes = section.get(range).unwrap_or_default();
-            let step = if all { LINE } else { usize::MAX };
-            bytes.iter().step_by(step).chain(bytes.last().filter(|_| all)).fold(0u8, |t, &b| t ^ b)
+            if all {
+                bytes.iter().step_by(LINE).chain(bytes.last()).fold(0u8, |t, &b| t ^ b)
+            } else {
+                bytes.first().copied().unwrap_or(0)
+            }
         };
         for entry in ordinals.filter_map(|ordinal| self.entry(ordinal).ok()) {
             let (first, distinct) = (entry.first as usize, entry.distinct as usize);
