@@ -1445,14 +1445,19 @@ impl Searcher {
         // Ordinals are in ascending multiset length, so for the multiset
         // measures the window is an ordinal range and lists ascend in
         // length. Under set Jaccard the length is the distinct count, which
-        // the order does not follow: the window is then checked per document.
+        // the order does not follow: the window is then checked per
+        // document (from the segment's array of distinct counts), but no
+        // document's distinct count exceeds its multiset length, so those
+        // shorter than the window's start are left out as a range (in a
+        // self-join, whose windows start at the probe's own length, a fifth
+        // of the postings the lists hold).
         let ordered = measure != Similarity::SetJaccard;
-        let range = if ordered && pruning != Pruning::None {
-            segment.length_range(window.min, window.max)
-        } else {
-            0..segment.doc_count()
+        let range = match (pruning, ordered) {
+            (Pruning::None, _) => 0..segment.doc_count(),
+            (_, true) => segment.length_range(window.min, window.max),
+            (_, false) => segment.length_range(window.min, u64::MAX),
         };
-        if ordered && range.is_empty() {
+        if range.is_empty() {
             // No document of the segment lies in the window.
             stats.lists_skipped += query.distinct();
             return Ok(());

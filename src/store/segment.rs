@@ -1027,6 +1027,24 @@ pub struct Segment<B: AsRef<[u8]>> {
     band_directory: std::sync::OnceLock<KeyDirectory>,
     /// Built by the first fingerprint look-up (a writer's insert).
     fingerprint_filter: std::sync::OnceLock<FingerprintFilter>,
+    /// Each document's distinct count, two bytes a document, built by the
+    /// first [`Segment::distinct_of`] (set Jaccard's posting walks);
+    /// `None` when an entry is damaged.
+    distinct_counts: std::sync::OnceLock<Option<DistinctCounts>>,
+}
+
+/// The distinct count of every document of a segment by ordinal, as
+/// `u16`, with `u16::MAX` for 65,535 or more (read from the entry then):
+/// set Jaccard's window and bounds need a posting's document's distinct
+/// count, which the ordinal order does not follow, and reading it from the
+/// docs section is a cache miss a posting (24 bytes a document) where this
+/// array of 2 is a twelfth the size.
+struct DistinctCounts(Box<[u16]>);
+
+impl std::fmt::Debug for DistinctCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DistinctCounts({} documents)", self.0.len())
+    }
 }
 
 /// A one-hash bit filter over a segment's fingerprints: a bit for each
@@ -1327,6 +1345,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
             directory: std::sync::OnceLock::new(),
             band_directory: std::sync::OnceLock::new(),
             fingerprint_filter: std::sync::OnceLock::new(),
+            distinct_counts: std::sync::OnceLock::new(),
         };
         segment.check_shapes()?;
         Ok(segment)
@@ -1679,12 +1698,26 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(entry)
     }
 
-    /// The number of distinct signatures of the document at `ordinal`.
+    /// The number of distinct signatures of the document at `ordinal`:
+    /// from the segment's [`DistinctCounts`], built by the first call (one
+    /// pass over the docs section, checked as [`Segment::entry`] checks),
+    /// else from its entry.
     ///
     /// # Errors
     /// As [`Segment::entry`].
     pub fn distinct_of(&self, ordinal: u32) -> Result<u32, IndexError> {
-        Ok(self.entry(ordinal)?.distinct())
+        let counts = self.distinct_counts.get_or_init(|| {
+            let counts: Result<Box<[u16]>, IndexError> = (0..self.doc_count)
+                .map(|ordinal| Ok(u16::try_from(self.entry(ordinal)?.distinct()).unwrap_or(u16::MAX)))
+                .collect();
+            counts.ok().map(DistinctCounts)
+        });
+        match counts.as_ref().and_then(|c| c.0.get(ordinal as usize)) {
+            Some(&count) if count < u16::MAX => Ok(u32::from(count)),
+            // A count past the array's, a damaged entry (its error), or an
+            // ordinal past the last.
+            _ => Ok(self.entry(ordinal)?.distinct()),
+        }
     }
 
     /// The signature vector of the document at `ordinal`.
@@ -2546,6 +2579,38 @@ mod tests {
         for ordinal in 0..seg.doc_count() {
             assert_eq!(seg.length_at(ordinal), Some(seg.entry(ordinal).unwrap().length), "ordinal {ordinal}");
         }
+    }
+
+    /// Each document's distinct count from the two-byte array is its
+    /// entry's: past `u16::MAX` too (read from the entry), and an entry
+    /// damaged in a segment whose checksums were made to agree is still
+    /// the typed error, not a count.
+    #[test]
+    fn distinct_counts_are_the_entries() {
+        let mut docs = docs();
+        docs.push(SegmentDoc {
+            id: 30,
+            vector: SignatureVector::from_pairs((0..70_000u64).map(|k| (k * 3 + 1, 1 + u32::from(k % 9 == 0)))),
+            band_keys: vec![],
+            fingerprint: fp(30),
+        });
+        let bytes = build_segment(5, 1, docs);
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let counts: Vec<u32> = (0..seg.doc_count()).map(|o| seg.distinct_of(o).unwrap()).collect();
+        let expected: Vec<u32> = (0..seg.doc_count()).map(|o| seg.entry(o).unwrap().distinct()).collect();
+        assert_eq!(counts, expected);
+        assert!(counts.contains(&70_000), "{counts:?}");
+        assert!(seg.distinct_of(seg.doc_count()).is_err());
+        // The last document's vector range made to run past the hashes.
+        let (docs_at, _, _) = seg.sections[SectionKind::Docs as usize - 1];
+        let last = docs_at + (seg.doc_count() as usize - 1) * DOC_ENTRY_LEN;
+        let mut damaged = bytes.clone();
+        damaged[last + 20..last + 24].copy_from_slice(&u32::MAX.to_le_bytes());
+        let damaged = with_fresh_checksums(&damaged).unwrap();
+        let seg = Segment::parse(damaged.as_slice(), "seg").unwrap();
+        let err = seg.distinct_of(seg.doc_count() - 1).unwrap_err();
+        assert!(err.to_string().contains("vector range outside the hashes"), "{err}");
+        assert_eq!(seg.distinct_of(0).unwrap(), expected[0]);
     }
 
     #[test]
