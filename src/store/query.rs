@@ -1708,7 +1708,8 @@ const JOIN_CHUNK: usize = 512;
 impl Searcher {
     /// Prepares this snapshot for queries now rather than at the first
     /// ones, which otherwise pay for it: builds the key directory of every
-    /// segment without one (on all cores) and the rarity ranks, and with
+    /// segment without one (on all cores), under set Jaccard its distinct
+    /// counts, and the rarity ranks, and with
     /// [`WarmUp::Pages`] has the kernel map in the pages queries read.
     /// A long-running process calls it after [`Index::open`](super::Index::open)
     /// or [`Index::reload`](super::Index::reload); the self-join calls it
@@ -1732,11 +1733,8 @@ impl Searcher {
         ];
         // Under set Jaccard no query reads a frequency (Segment::overlap,
         // Segment::vector_for): those pages stay unmapped.
-        let read: &[S] = if self.signer.config().similarity == Similarity::SetJaccard {
-            &READ_BY_QUERIES[..READ_BY_QUERIES.len() - 2]
-        } else {
-            &READ_BY_QUERIES
-        };
+        let set_jaccard = self.signer.config().similarity == Similarity::SetJaccard;
+        let read: &[S] = if set_jaccard { &READ_BY_QUERIES[..READ_BY_QUERIES.len() - 2] } else { &READ_BY_QUERIES };
         let segments: Vec<_> = self.state.segments.values().collect();
         segments.par_iter().for_each(|loaded| {
             let segment = &loaded.segment;
@@ -1749,6 +1747,10 @@ impl Searcher {
                 segment.populate(&[S::PostingKeys]);
             }
             segment.prepare_lookups();
+            // Set Jaccard's walks read each posting's distinct count.
+            if set_jaccard {
+                segment.prepare_distinct_counts();
+            }
         });
         if !segments.is_empty() {
             self.state.ranks.get_or_init(|| Ranks::build(segments.iter().map(|l| &l.segment)));

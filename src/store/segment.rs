@@ -1027,9 +1027,10 @@ pub struct Segment<B: AsRef<[u8]>> {
     band_directory: std::sync::OnceLock<KeyDirectory>,
     /// Built by the first fingerprint look-up (a writer's insert).
     fingerprint_filter: std::sync::OnceLock<FingerprintFilter>,
-    /// Each document's distinct count, two bytes a document, built by the
-    /// first [`Segment::distinct_of`] (set Jaccard's posting walks);
-    /// `None` when an entry is damaged.
+    /// Each document's distinct count, two bytes a document, built by
+    /// [`Segment::prepare_distinct_counts`] or the first
+    /// [`Segment::distinct_of`] (set Jaccard's posting walks); `None` when
+    /// an entry is damaged.
     distinct_counts: std::sync::OnceLock<Option<DistinctCounts>>,
 }
 
@@ -1698,21 +1699,34 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(entry)
     }
 
+    /// Builds the [`DistinctCounts`] now rather than at the first
+    /// [`Segment::distinct_of`]: one pass over the docs section, each entry
+    /// checked as [`Segment::entry`] checks it (a damaged one leaves no
+    /// array, and `distinct_of` its typed error).
+    pub fn prepare_distinct_counts(&self) {
+        self.distinct_counts();
+    }
+
+    /// The segment's [`DistinctCounts`], built now if they are not yet;
+    /// `None` when an entry is damaged.
+    fn distinct_counts(&self) -> Option<&DistinctCounts> {
+        self.distinct_counts
+            .get_or_init(|| {
+                let counts: Result<Box<[u16]>, IndexError> = (0..self.doc_count)
+                    .map(|ordinal| Ok(u16::try_from(self.entry(ordinal)?.distinct()).unwrap_or(u16::MAX)))
+                    .collect();
+                counts.ok().map(DistinctCounts)
+            })
+            .as_ref()
+    }
+
     /// The number of distinct signatures of the document at `ordinal`:
-    /// from the segment's [`DistinctCounts`], built by the first call (one
-    /// pass over the docs section, checked as [`Segment::entry`] checks),
-    /// else from its entry.
+    /// from the segment's [`DistinctCounts`], else from its entry.
     ///
     /// # Errors
     /// As [`Segment::entry`].
     pub fn distinct_of(&self, ordinal: u32) -> Result<u32, IndexError> {
-        let counts = self.distinct_counts.get_or_init(|| {
-            let counts: Result<Box<[u16]>, IndexError> = (0..self.doc_count)
-                .map(|ordinal| Ok(u16::try_from(self.entry(ordinal)?.distinct()).unwrap_or(u16::MAX)))
-                .collect();
-            counts.ok().map(DistinctCounts)
-        });
-        match counts.as_ref().and_then(|c| c.0.get(ordinal as usize)) {
+        match self.distinct_counts().and_then(|c| c.0.get(ordinal as usize)) {
             Some(&count) if count < u16::MAX => Ok(u32::from(count)),
             // A count past the array's, a damaged entry (its error), or an
             // ordinal past the last.
