@@ -67,6 +67,43 @@ impl Similarity {
         }
     }
 
+    /// The smallest intersection (Σ min of frequencies under the weighing
+    /// measures, shared distinct signatures under set Jaccard) with which
+    /// `a` (the query, for containment) meets `tau` against `b`, each
+    /// given as (|x|, distinct count); `None` when none can (not even the
+    /// whole of the shorter). The similarity rises with the intersection,
+    /// so a verification whose intersection can no longer reach it has
+    /// failed. Exact: the closed form, then the one comparison of
+    /// [`Overlap::meets`] on either side of it.
+    pub(crate) fn least_intersection(self, tau: Threshold, a: (u64, u64), b: (u64, u64)) -> Option<u64> {
+        let (la, lb) = match self {
+            Similarity::SetJaccard => (a.1, b.1),
+            Similarity::MultisetJaccard | Similarity::Containment => (a.0, b.0),
+        };
+        // Jaccard: v·S ≥ t·(la + lb − v) ⟺ v ≥ t·(la + lb) / (S + t);
+        // containment: v·S ≥ t·la. In 64 bits when the product fits (a
+        // 128-bit division is a call, and this runs once a verification).
+        let (t, scale) = (u64::from(tau.0), Threshold::SCALE);
+        let (numerator, denominator) = match self {
+            Similarity::Containment => (u128::from(la), scale),
+            _ => (u128::from(la) + u128::from(lb), scale + t),
+        };
+        let guess = match u64::try_from(numerator).ok().and_then(|n| n.checked_mul(t)) {
+            Some(product) => u128::from(product.div_ceil(denominator)),
+            None => (numerator * u128::from(t)).div_ceil(u128::from(denominator)),
+        };
+        let most = la.min(lb);
+        let meets = |v: u64| self.of_intersection(v, v, a, b).meets(tau);
+        let mut v = u64::try_from(guess).unwrap_or(u64::MAX).min(most.saturating_add(1));
+        while v > 0 && meets(v - 1) {
+            v -= 1;
+        }
+        while v <= most && !meets(v) {
+            v += 1;
+        }
+        (v <= most).then_some(v)
+    }
+
     /// The stable one-byte code used by the configuration encoding.
     pub(crate) fn code(self) -> u8 {
         match self {
@@ -325,4 +362,52 @@ pub fn partition_bounds(tau: Threshold, rho: u64) -> Vec<u64> {
 /// [`partition_bounds`] (lengths below 1 go to partition 0).
 pub fn partition_of(bounds: &[u64], len: u64) -> usize {
     bounds.partition_point(|&p| p <= len).saturating_sub(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The least intersection is the smallest that meets τ, found by
+        /// trying every one, under every measure.
+        #[test]
+        fn the_least_intersection_is_the_first_that_meets(
+            ppb in proptest::prop_oneof![0u32..=1_000_000_000, 700_000_000u32..900_000_000],
+            a in (0u64..400, 0u64..400),
+            b in (0u64..400, 0u64..400),
+        ) {
+            let tau = Threshold::from_ppb(ppb).unwrap();
+            for measure in [Similarity::MultisetJaccard, Similarity::SetJaccard, Similarity::Containment] {
+                let most = match measure {
+                    Similarity::SetJaccard => a.1.min(b.1),
+                    _ => a.0.min(b.0),
+                };
+                let first = (0..=most).find(|&v| measure.of_intersection(v, v, a, b).meets(tau));
+                proptest::prop_assert_eq!(measure.least_intersection(tau, a, b), first, "{:?}", measure);
+            }
+        }
+
+        /// At lengths too large to try every intersection (where the
+        /// closed form's product leaves 64 bits), the least one meets τ
+        /// and the one below it does not.
+        #[test]
+        fn the_least_intersection_of_long_vectors_is_the_least(
+            ppb in 1u32..=1_000_000_000,
+            a in (1u64 << 20..1 << 62, 1u64 << 20..1 << 62),
+            b in (1u64 << 20..1 << 62, 1u64 << 20..1 << 62),
+        ) {
+            let tau = Threshold::from_ppb(ppb).unwrap();
+            for measure in [Similarity::MultisetJaccard, Similarity::SetJaccard, Similarity::Containment] {
+                let meets = |v: u64| measure.of_intersection(v, v, a, b).meets(tau);
+                match measure.least_intersection(tau, a, b) {
+                    Some(v) => proptest::prop_assert!(meets(v) && (v == 0 || !meets(v - 1)), "{:?}: {}", measure, v),
+                    None => {
+                        let most = if measure == Similarity::SetJaccard { a.1.min(b.1) } else { a.0.min(b.0) };
+                        proptest::prop_assert!(!meets(most), "{:?}", measure);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1585,10 +1585,15 @@ impl Searcher {
         sink: &mut Sink,
         stats: &mut QueryStats,
     ) -> Result<(), IndexError> {
-        let id = segment.entry(ordinal)?.id;
+        let entry = segment.entry(ordinal)?;
+        let id = entry.id;
         if !self.state.deleted.contains(&id) && plan.wants(x, id) {
             stats.candidates_verified += 1;
-            sink.offer(id, segment.overlap(ordinal, plan.query, plan.measure)?);
+            // A candidate whose merge shows it cannot meet the sink's
+            // threshold is not offered (the sink would refuse it).
+            if let Some(overlap) = segment.overlap_reaching(entry, plan.query, plan.measure, sink.tau)? {
+                sink.offer(id, overlap);
+            }
         }
         Ok(())
     }
@@ -1614,13 +1619,14 @@ impl Searcher {
             candidates.sort_unstable();
             candidates.dedup();
             for &ordinal in &candidates {
-                let id = segment.entry(ordinal)?.id;
-                if self.state.deleted.contains(&id) {
+                let entry = segment.entry(ordinal)?;
+                if self.state.deleted.contains(&entry.id) {
                     continue;
                 }
-                let overlap = segment.overlap(ordinal, &query.vector, measure)?;
-                if overlap.meets(tau) {
-                    out.push(Match { id, overlap });
+                // A candidate that cannot meet τ ends its merge early (one
+                // outside the length window before it starts).
+                if let Some(overlap) = segment.overlap_reaching(entry, &query.vector, measure, tau)? {
+                    out.push(Match { id: entry.id, overlap });
                 }
             }
         }

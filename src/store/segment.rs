@@ -10,7 +10,7 @@ use roaring::RoaringBitmap;
 use super::error::IndexError;
 use super::roaring_view::RoaringView;
 use crate::hash::Fingerprint;
-use crate::similarity::{Overlap, Similarity};
+use crate::similarity::{Overlap, Similarity, Threshold};
 use crate::vector::SignatureVector;
 
 mod keys;
@@ -1782,39 +1782,138 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// intersection reads it, is not strictly ascending, or (under the
     /// measures that weigh them) has a zero frequency.
     pub fn overlap(&self, ordinal: u32, query: &SignatureVector, measure: Similarity) -> Result<Overlap, IndexError> {
-        let entry = self.entry(ordinal)?;
+        self.overlap_of(self.entry(ordinal)?, query, measure)
+    }
+
+    /// [`Segment::overlap`] of the document whose docs entry is `entry`
+    /// (from [`Segment::entry`], which checked its vector's range).
+    ///
+    /// # Errors
+    /// As [`Segment::overlap`].
+    pub fn overlap_of(
+        &self,
+        entry: SegmentEntry,
+        query: &SignatureVector,
+        measure: Similarity,
+    ) -> Result<Overlap, IndexError> {
+        // With no threshold the merge has no budget to run out of, so it
+        // always has the overlap; the zero overlap is for the type's sake.
+        let overlap = self.intersect(entry, query, measure, None)?;
+        Ok(overlap.unwrap_or(Overlap { num: 0, den: 0 }))
+    }
+
+    /// [`Segment::overlap_of`] when it meets `tau`; `None` when it does
+    /// not, found as soon as the merge has passed over too much of either
+    /// vector: the intersection can no longer reach the least that meets
+    /// `tau` ([`Similarity::least_intersection`]). A verification that
+    /// fails (most of a word-3-shingle self-join's) ends part of the way.
+    ///
+    /// # Errors
+    /// As [`Segment::overlap`], as far as the merge reads the vector.
+    pub fn overlap_reaching(
+        &self,
+        entry: SegmentEntry,
+        query: &SignatureVector,
+        measure: Similarity,
+        tau: Threshold,
+    ) -> Result<Option<Overlap>, IndexError> {
+        Ok(self.intersect(entry, query, measure, Some(tau))?.filter(|overlap| overlap.meets(tau)))
+    }
+
+    /// The merge of [`Segment::overlap_of`] and
+    /// [`Segment::overlap_reaching`] (`tau`: stop, with `None`, once the
+    /// intersection cannot meet it).
+    ///
+    /// It reads the stored hashes as 8-byte arrays and the query's slices
+    /// cut to one length, so that its steps carry no bounds checks and no
+    /// order check: whether the stored hashes it passed ascend is checked
+    /// after it, in one pass over them. With `tau`, what the merge may
+    /// still pass over unshared is a budget on each side: the query's
+    /// weight of the signatures the stored vector lacks, and under set
+    /// Jaccard the stored signatures the query lacks; once either runs
+    /// out, the intersection is below the least that meets `tau`. (The
+    /// part of a shared signature's query frequency above the stored one
+    /// is lost too, but is not counted, so that a shared signature's step
+    /// has no check: counting less only stops later.)
+    fn intersect(
+        &self,
+        entry: SegmentEntry,
+        query: &SignatureVector,
+        measure: Similarity,
+        tau: Option<Threshold>,
+    ) -> Result<Option<Overlap>, IndexError> {
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
-        let hashes = &self.section(SectionKind::Hashes)[first * 8..(first + distinct) * 8];
+        let stored: &[[u8; 8]] = self
+            .section(SectionKind::Hashes)
+            .get(first * 8..(first + distinct) * 8)
+            .map(bytemuck::cast_slice)
+            .ok_or_else(|| self.corrupted(SectionKind::Hashes, first * 8, "vector range outside the hashes"))?;
+        let (a, b) = ((query.total(), query.distinct()), (entry.length, distinct as u64));
         let weighed = measure != Similarity::SetJaccard;
-        let freqs = if weighed { self.freqs_of(first, distinct) } else { &[] };
+        // The budgets: each side's length under the measure less the least
+        // intersection (none: no limit). Under the weighing measures the
+        // stored side's is not kept (it would read the frequencies of
+        // stored signatures the query lacks).
+        let (mut spare_q, mut spare_d) = match tau {
+            None => (u64::MAX, u64::MAX),
+            Some(tau) => match measure.least_intersection(tau, a, b) {
+                None => return Ok(None),
+                Some(least) if weighed => (a.0 - least, u64::MAX),
+                Some(least) => (a.1 - least, b.1 - least),
+            },
+        };
         let (qh, qf) = (query.hashes(), query.freqs());
+        let n = qh.len().min(qf.len());
+        let (qh, qf) = (&qh[..n], &qf[..n]);
+        // Under the weighing measures, one byte a frequency (format 3 on):
+        // zero is an escape, read (or refused) off the merge's path.
+        let bytes = if weighed && self.version >= 3 { self.freqs_of(first, distinct) } else { &[] };
+        let bytes = bytes.get(..distinct).unwrap_or_default();
         let (mut i, mut j) = (0, 0);
         let (mut min_sum, mut shared) = (0u64, 0u64);
-        let mut previous = None;
-        while i < qh.len() && j < distinct {
-            let hash = le_u64(hashes, j * 8);
-            if previous.is_some_and(|p| p >= hash) {
-                return Err(self.corrupted(SectionKind::Hashes, (first + j) * 8, "vector not strictly sorted"));
-            }
-            match qh[i].cmp(&hash) {
-                std::cmp::Ordering::Less => i += 1,
-                std::cmp::Ordering::Greater => {
-                    previous = Some(hash);
-                    j += 1;
+        let mut short = false;
+        while i < n && j < stored.len() {
+            let (h, g) = (qh[i], u64::from_le_bytes(stored[j]));
+            if h < g {
+                let lost = if weighed { u64::from(qf[i]) } else { 1 };
+                let Some(left) = spare_q.checked_sub(lost) else {
+                    short = true;
+                    break;
+                };
+                spare_q = left;
+                i += 1;
+            } else if h > g {
+                let Some(left) = spare_d.checked_sub(u64::from(!weighed)) else {
+                    short = true;
+                    break;
+                };
+                spare_d = left;
+                j += 1;
+            } else {
+                if weighed {
+                    let freq = match bytes.get(j) {
+                        Some(&byte) if byte != 0 => u32::from(byte),
+                        _ => {
+                            let freqs = self.freqs_of(first, distinct);
+                            self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?
+                        }
+                    };
+                    min_sum += u64::from(qf[i].min(freq));
                 }
-                std::cmp::Ordering::Equal => {
-                    if weighed {
-                        let freq = self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?;
-                        min_sum += u64::from(qf[i].min(freq));
-                    }
-                    shared += 1;
-                    previous = Some(hash);
-                    i += 1;
-                    j += 1;
-                }
+                shared += 1;
+                i += 1;
+                j += 1;
             }
         }
-        Ok(measure.of_intersection(min_sum, shared, (query.total(), query.distinct()), (entry.length, distinct as u64)))
+        // The hashes the merge compared: those it passed, and the one it
+        // stopped at.
+        let read = &stored[..(j + 1).min(stored.len())];
+        let ascending = read.windows(2).fold(true, |ok, w| ok & (u64::from_le_bytes(w[0]) < u64::from_le_bytes(w[1])));
+        if !ascending {
+            let at = read.windows(2).position(|w| u64::from_le_bytes(w[0]) >= u64::from_le_bytes(w[1])).unwrap_or(0);
+            return Err(self.corrupted(SectionKind::Hashes, (first + at + 1) * 8, "vector not strictly sorted"));
+        }
+        Ok((!short).then(|| measure.of_intersection(min_sum, shared, a, b)))
     }
 
     /// Reads a byte of each document's docs entry, then of every cache
@@ -3152,7 +3251,9 @@ mod tests {
             docs in proptest::collection::vec(
                 proptest::collection::btree_map(0u64..60, proptest::prop_oneof![1u32..4, 250u32..70_000], 0..40), 1..8),
             query in proptest::collection::btree_map(0u64..60, proptest::prop_oneof![1u32..4, 250u32..70_000], 1..40),
+            ppb in proptest::prop_oneof![0u32..=1_000_000_000, 300_000_000u32..900_000_000],
         ) {
+            let tau = Threshold::from_ppb(ppb).unwrap();
             let vectors: Vec<SignatureVector> =
                 docs.iter().map(|d| SignatureVector::from_pairs(d.iter().map(|(&h, &f)| (h, f)))).collect();
             let docs: Vec<SegmentDoc> = vectors
@@ -3166,7 +3267,13 @@ mod tests {
             for (i, vector) in vectors.iter().enumerate() {
                 let ordinal = seg.ordinal_of(i as u64 + 1).unwrap().unwrap();
                 for measure in [Similarity::MultisetJaccard, Similarity::SetJaccard, Similarity::Containment] {
-                    prop_assert_eq!(seg.overlap(ordinal, &query, measure).unwrap(), measure.overlap(&query, vector));
+                    let exact = measure.overlap(&query, vector);
+                    prop_assert_eq!(seg.overlap(ordinal, &query, measure).unwrap(), exact);
+                    // Stopped early or not, the overlap when it meets τ
+                    // and nothing when it does not.
+                    let entry = seg.entry(ordinal).unwrap();
+                    let reaching = seg.overlap_reaching(entry, &query, measure, tau).unwrap();
+                    prop_assert_eq!(reaching, Some(exact).filter(|o| o.meets(tau)), "{:?} at {:?}", measure, tau);
                 }
             }
         }
