@@ -2145,6 +2145,28 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
     }
 
+    /// Reads a byte of the offsets entry of each posting list of
+    /// `indices` (indices in the key section), then of each list's first
+    /// bytes in the data section, each stage in a loop of its own, so that
+    /// the cache misses of the reads of those lists that follow overlap
+    /// (as the last stages of [`Segment::lists_in_stages`]). Nothing is
+    /// checked here: [`Segment::posting_list_at`] reads them again,
+    /// checked.
+    pub fn touch_posting_lists(&self, indices: &[usize]) {
+        let (offsets, width) = (self.section(SectionKind::PostingOffsets), self.entry_width());
+        let mut touched = 0u8;
+        for &i in indices {
+            touched ^= offsets.get(i * width).copied().unwrap_or(0);
+        }
+        let data = self.section(SectionKind::PostingData);
+        for &i in indices {
+            if let TableEntry::List { offset, .. } = self.entry_at(SectionKind::PostingOffsets, i) {
+                touched ^= usize::try_from(offset).ok().and_then(|at| data.get(at)).copied().unwrap_or(0);
+            }
+        }
+        std::hint::black_box(touched);
+    }
+
     /// The posting list of key `i` (its index in the key section, as
     /// [`PostingKeys`] yields it), read in place.
     ///
