@@ -587,8 +587,10 @@ impl SharedSignatures {
                 {
                     let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
                     for block in keys.get(from[0]..from[1]).unwrap_or_default().chunks(Self::STAGED) {
-                        // The lists of the block whose last holder is read:
-                        // read together, in stages.
+                        // The lists of the block read for their last
+                        // holder: under set Jaccard together, in stages;
+                        // the multiset measures' last ordinals one at a
+                        // time, below.
                         let reads = |&(key, _, only): &(u64, usize, Option<u32>)| {
                             only.is_none() && shared.holds(key) && !listed_again.holds(key)
                         };
