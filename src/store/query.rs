@@ -601,7 +601,7 @@ impl SharedSignatures {
                             last_in_order.last_holders(segment, staged, members, holders)?;
                         }
                         let mut holders = holders.iter();
-                        for k @ &(key, index, only) in block {
+                        for &(key, index, only) in block {
                             let held = shared.holds(key);
                             // The document that holds the key last in the
                             // join's order: the inline list's only one when
@@ -609,17 +609,17 @@ impl SharedSignatures {
                             // rules it out, or the member of a list no other
                             // source has that comes last in that order (none
                             // known for the pending documents).
-                            let last = if reads(k) {
-                                match source {
+                            let last = match (held && listed_again.holds(key), only) {
+                                (true, _) => None,
+                                (false, Some(ordinal)) => Some(ordinal),
+                                (false, None) if !held => None,
+                                // `reads` of this key: a list to read.
+                                (false, None) => match source {
                                     KeySource::Segment(segment) if !last_in_order.staged() => {
                                         last_in_order.last_ordinal(segment, index)?
                                     }
                                     _ => holders.next().copied().flatten(),
-                                }
-                            } else if !held || !listed_again.holds(key) {
-                                only
-                            } else {
-                                None
+                                },
                             };
                             WorkerCounts::count(counts, last);
                             // All ones when `shared` holds the key, else zero.

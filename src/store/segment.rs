@@ -2089,11 +2089,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
             Some(range) if range.is_empty() => None,
             range => self.position_through(keys, range, key_kind, hash),
         }));
-        let mut touched = 0u8;
-        for &i in positions.iter().flatten() {
-            touched ^= offsets.get(i * width).copied().unwrap_or(0);
-        }
-        std::hint::black_box(touched);
+        self.touch_entries(offsets_kind, positions.iter().flatten().copied());
         // The entries decoded, once, and the lists' first bytes (a packed
         // list's count, a bitmap's header) read, likewise: their misses
         // overlap too.
@@ -2101,14 +2097,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         entries.extend(
             positions.iter().enumerate().filter_map(|(at, &i)| i.map(|i| (at, i, self.entry_at(offsets_kind, i)))),
         );
-        let data = self.section(data_kind);
-        let mut touched = 0u8;
-        for &(.., entry) in &entries {
-            if let TableEntry::List { offset, .. } = entry {
-                touched ^= usize::try_from(offset).ok().and_then(|at| data.get(at)).copied().unwrap_or(0);
-            }
-        }
-        std::hint::black_box(touched);
+        self.touch_list_starts(data_kind, entries.iter().map(|&(.., entry)| entry));
         for &(at, i, entry) in &entries {
             each(at, self.list_of_entry(offsets_kind, data_kind, i, entry)?);
         }
@@ -2153,17 +2142,30 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// checked here: [`Segment::posting_list_at`] reads them again,
     /// checked.
     pub fn touch_posting_lists(&self, indices: &[usize]) {
-        let (offsets, width) = (self.section(SectionKind::PostingOffsets), self.entry_width());
-        let mut touched = 0u8;
-        for &i in indices {
-            touched ^= offsets.get(i * width).copied().unwrap_or(0);
-        }
-        let data = self.section(SectionKind::PostingData);
-        for &i in indices {
-            if let TableEntry::List { offset, .. } = self.entry_at(SectionKind::PostingOffsets, i) {
-                touched ^= usize::try_from(offset).ok().and_then(|at| data.get(at)).copied().unwrap_or(0);
+        let offsets = SectionKind::PostingOffsets;
+        self.touch_entries(offsets, indices.iter().copied());
+        self.touch_list_starts(SectionKind::PostingData, indices.iter().map(|&i| self.entry_at(offsets, i)));
+    }
+
+    /// Reads a byte of each entry `indices` of the offsets section
+    /// `offsets`, in a loop that does nothing else (a stage of
+    /// [`Segment::lists_in_stages`]).
+    fn touch_entries(&self, offsets: SectionKind, indices: impl Iterator<Item = usize>) {
+        let (offsets, width) = (self.section(offsets), self.entry_width());
+        let touched = indices.fold(0u8, |t, i| t ^ offsets.get(i * width).copied().unwrap_or(0));
+        std::hint::black_box(touched);
+    }
+
+    /// Reads the first byte of each list of `entries` that has bytes in
+    /// the data section `data`, in a loop that does nothing else.
+    fn touch_list_starts(&self, data: SectionKind, entries: impl Iterator<Item = TableEntry>) {
+        let data = self.section(data);
+        let touched = entries.fold(0u8, |t, entry| match entry {
+            TableEntry::List { offset, .. } => {
+                t ^ usize::try_from(offset).ok().and_then(|at| data.get(at)).copied().unwrap_or(0)
             }
-        }
+            TableEntry::Inline(_) => t,
+        });
         std::hint::black_box(touched);
     }
 
