@@ -833,11 +833,20 @@ proptest! {
         let tau = Threshold::from_ppb(ppb).unwrap();
         let (got, expected) = join_and_oracle(&s, &indexed, measure, tau);
         // Single queries with the snapshot's segment masks (built by the
-        // pages warm-up), bits standing for two segments included.
+        // pages warm-up), bits standing for two segments included: their
+        // signatures visited fewest segments first. Stored pages, and the
+        // same pages with signatures no segment holds (those come first
+        // in that order), as threshold and top-k queries.
         s.warm_up(WarmUp::Pages);
-        for (_, q) in indexed.iter().step_by(3) {
-            let wanted = oracle::query(indexed.iter().copied(), q, measure, tau);
-            prop_assert_eq!(s.query(q, tau).unwrap(), wanted);
+        for (n, (_, q)) in indexed.iter().enumerate().step_by(3) {
+            let novel = near_copy(&near_copy(q, n, 0xDEAD_0000 + n as u64), n + 1, 0xBEEF_0000 + n as u64);
+            for q in [*q, &novel] {
+                let wanted = oracle::query(indexed.iter().copied(), q, measure, tau);
+                let mut ranked = wanted.clone();
+                ranked.sort_by(|x, y| y.overlap.cmp_value(x.overlap).then(x.id.cmp(&y.id)));
+                prop_assert_eq!(s.query(q, tau).unwrap(), wanted);
+                prop_assert_eq!(s.top_k(q, 2, tau).unwrap(), &ranked[..2.min(ranked.len())]);
+            }
         }
         // A case without a pair checks only that the join finds none (it
         // was rejected, but a rejection counts against proptest's limit of

@@ -42,8 +42,13 @@
 //! looked-up prefix short lists. The order comes from [`Ranks`]: the
 //! summed lengths of every segment's longest lists (its *frequent* section,
 //! FORMAT.md §7); a signature not listed there counts as rarest, ties by
-//! hash. The looked-up lists are then walked in ascending length inside the
-//! window (Algorithm 1, line 5).
+//! hash. With two or more segments and the snapshot's segment masks built,
+//! a single query first orders its signatures by how many segments may
+//! hold them, fewest first, and by the ranks within that
+//! ([`Ranks::order_by_segments`]): each segment looks up the same prefix
+//! of the order, so that makes the fewest look-ups. The looked-up lists
+//! are then walked in ascending length inside the window (Algorithm 1,
+//! line 5).
 //!
 //! With full pruning a document that passes the bound when first met does
 //! not get verified at once: it collects the weight `h` of every processed
@@ -164,6 +169,72 @@ impl Ranks {
         (self.rank(signatures.iter().copied(), held_by_none, enough), held_by_none)
     }
 
+    /// [`Ranks::order`] of a single query once the snapshot's segment
+    /// masks are built: the signatures no segment holds first (they are
+    /// looked up nowhere, so their weight comes free), then by how many
+    /// segments the masks name, fewest first, and within that as
+    /// [`Ranks::rank`] orders them. A segment looks up each signature of
+    /// the order up to the same cut, so this order makes the fewest
+    /// look-ups the masks can tell of: most signatures of a page are
+    /// held by its near-duplicates too, often in other segments, and
+    /// those rank behind the ones only one segment (or none) holds.
+    fn order_by_segments(
+        &self,
+        query: &SignatureVector,
+        measure: Similarity,
+        segment_masks: &SegmentMasks,
+        enough: impl Fn(u64) -> bool,
+    ) -> Vec<(u64, u64)> {
+        let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
+        // Every signature's mask read first, in a loop with nothing else
+        // in it, so that their cache misses overlap.
+        let mut masks = std::mem::take(&mut buffers.masks);
+        masks.extend(weights(query, measure).map(|(hash, _)| segment_masks.get(hash)));
+        // A counting sort by the masks' bit counts (0 to 8), stable: in
+        // the query's hash order within each count.
+        let mut starts = [0usize; 10];
+        for &mask in &masks {
+            starts[mask.count_ones() as usize + 1] += 1;
+        }
+        for c in 1..starts.len() {
+            starts[c] += starts[c - 1];
+        }
+        let mut classed = std::mem::take(&mut buffers.classed);
+        classed.resize(masks.len(), (0, 0));
+        let mut next = starts;
+        for ((hash, weight), &mask) in weights(query, measure).zip(&masks) {
+            let at = &mut next[mask.count_ones() as usize];
+            classed[*at] = (hash, weight);
+            *at += 1;
+        }
+        // No segment holds the first class: no ranks are needed for it.
+        let mut order = std::mem::take(&mut buffers.order);
+        let mut visited = 0;
+        for &(hash, weight) in &classed[..starts[1]] {
+            if enough(visited) {
+                break;
+            }
+            order.push((hash, weight));
+            visited += weight;
+        }
+        for class in 1..starts.len() - 1 {
+            if enough(visited) {
+                break;
+            }
+            let signatures = &classed[starts[class]..starts[class + 1]];
+            buffers.order = order;
+            let before = buffers.order.len();
+            order = self.rank_into(signatures.iter().copied(), visited, &enough, &mut buffers);
+            visited += order[before..].iter().map(|&(_, weight)| weight).sum::<u64>();
+            buffers.words.clear();
+            buffers.listed.clear();
+        }
+        buffers.masks = masks;
+        buffers.classed = classed;
+        RANK_BUFFERS.with(|b| b.set(buffers.kept()));
+        order
+    }
+
     /// [`Ranks::order`] of `signatures`, after a weight of `visited`
     /// counted as processed.
     fn rank(
@@ -196,7 +267,7 @@ impl Ranks {
         // The lengths of the others are read from the map only if the
         // unlisted ones do not make the weight (often they do): a filter
         // false positive then counts as listed with length 0.
-        let RankBuffers { words, listed, order } = buffers;
+        let RankBuffers { words, listed, order, .. } = buffers;
         let mut order = std::mem::take(order);
         words.extend(signatures.clone().map(|(hash, _)| self.listed.load(hash)));
         order.reserve(signatures.len());
@@ -236,13 +307,23 @@ struct RankBuffers {
     words: Vec<u64>,
     listed: Vec<(u64, u64, u64)>,
     order: Vec<(u64, u64)>,
+    /// [`Ranks::order_by_segments`]: each signature's segment mask, and
+    /// the signatures sorted by its bit count.
+    masks: Vec<u8>,
+    classed: Vec<(u64, u64)>,
 }
 
 impl RankBuffers {
     /// The buffers to keep, each emptied ([`super::kept_for_reuse`]).
     fn kept(self) -> Self {
         use super::kept_for_reuse as kept;
-        RankBuffers { words: kept(self.words), listed: kept(self.listed), order: kept(self.order) }
+        RankBuffers {
+            words: kept(self.words),
+            listed: kept(self.listed),
+            order: kept(self.order),
+            masks: kept(self.masks),
+            classed: kept(self.classed),
+        }
     }
 }
 
@@ -1486,8 +1567,15 @@ impl Searcher {
         let (order, alone) = if pruning == Pruning::Full && !self.state.segments.is_empty() {
             let ranks = self.state.ranks.get_or_init(|| Ranks::build(self.state.segments.values().map(|l| &l.segment)));
             let stop = break_weight(measure, window, len_q, sink.tau);
-            let (order, alone) =
-                ranks.order(query, measure, shared.filter(|_| after.is_some()), |visited| visited >= stop);
+            let enough = |visited| visited >= stop;
+            // In one segment the masks only say held or not, and a
+            // stored page's signatures are all held: reading every mask
+            // first cost more than it saved there.
+            let by_segments = self.state.segment_masks.get().filter(|_| self.state.segments.len() > 1);
+            let (order, alone) = match (shared.filter(|_| after.is_some()), by_segments) {
+                (None, Some(segment_masks)) => (ranks.order_by_segments(query, measure, segment_masks, enough), 0),
+                (shared, _) => ranks.order(query, measure, shared, enough),
+            };
             if order.is_empty() && alone >= stop {
                 // The δ1 break is certain everywhere before any list: no
                 // document can meet τ (for most self-join probes).
