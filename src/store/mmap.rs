@@ -1,4 +1,5 @@
-//! The crate's only `unsafe` code: memory-mapping segment files.
+//! The crate's only `unsafe` code: memory-mapping segment files, and a
+//! hint to the processor to bring a cache line in ([`prefetch_line`]).
 //!
 //! # Safety contract
 //!
@@ -62,4 +63,30 @@ pub fn map_segment(file: &File) -> std::io::Result<SegmentBytes> {
     // read-only.
     let map = unsafe { Mmap::map(file)? };
     Ok(SegmentBytes::Mapped(map))
+}
+
+/// Asks the processor for the cache line holding `slice[at]` (nothing when
+/// `at` is past the end, or on a processor other than x86-64).
+///
+/// The look-ups of a query or a self-join probe read many independent
+/// places of large arrays at random. Read with plain loads, one after
+/// another in a loop of their own, their cache misses overlap only as far
+/// as the reorder buffer reaches: each load waits there until its line
+/// arrives. A prefetch instruction retires at once, so a loop of them puts
+/// a stage's misses in flight up to what the memory system holds, and the
+/// loads that follow find their lines arriving or arrived.
+#[inline(always)]
+pub(crate) fn prefetch_line<T>(slice: &[T], at: usize) {
+    if let Some(item) = slice.get(at) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults and never changes memory, whatever
+        // the address (this one is inside `slice`); the intrinsic is unsafe
+        // only as part of a target feature, SSE, which every x86-64
+        // processor has.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(std::ptr::from_ref(item).cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = item;
+    }
 }

@@ -146,10 +146,17 @@ impl Ranks {
         // ARCHITECTURE.md, "Signatures only the probe holds").
         const BLOCK: usize = 128;
         let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
+        for &(hash, _) in signatures.iter().take(BLOCK) {
+            shared.filter.prefetch(hash);
+        }
         let mut held_by_none = 0;
         let mut kept = 0;
         for start in (0..signatures.len()).step_by(BLOCK) {
             let end = signatures.len().min(start + BLOCK);
+            // The next block's words asked for while this one's are read.
+            for &(hash, _) in signatures.iter().skip(end).take(BLOCK) {
+                shared.filter.prefetch(hash);
+            }
             let mut words = [0u64; BLOCK];
             for (word, &(hash, _)) in words.iter_mut().zip(&signatures[start..end]) {
                 *word = shared.filter.load(hash);
@@ -189,6 +196,9 @@ impl Ranks {
         // Every signature's mask read first, in a loop with nothing else
         // in it, so that their cache misses overlap.
         let mut masks = std::mem::take(&mut buffers.masks);
+        for (hash, _) in weights(query, measure) {
+            segment_masks.prefetch(hash);
+        }
         masks.extend(weights(query, measure).map(|(hash, _)| segment_masks.get(hash)));
         // A counting sort by the masks' bit counts (0 to 8), stable: in
         // the query's hash order within each count.
@@ -269,6 +279,7 @@ impl Ranks {
         // false positive then counts as listed with length 0.
         let RankBuffers { words, listed, order, .. } = buffers;
         let mut order = std::mem::take(order);
+        signatures.clone().for_each(|(hash, _)| self.listed.prefetch(hash));
         words.extend(signatures.clone().map(|(hash, _)| self.listed.load(hash)));
         order.reserve(signatures.len());
         for ((hash, weight), &word) in signatures.zip(words.iter()) {
@@ -950,8 +961,8 @@ impl LastInOrder {
     /// under set Jaccard its member of highest rank (unknown for a list of
     /// more than [`LastInOrder::READ_AT_MOST`], or with an ordinal past the
     /// segment's documents). Under set Jaccard in stages, so that their
-    /// cache misses overlap: the lists' entries and first bytes touched,
-    /// then the lists read and their members' ranks touched, then the
+    /// cache misses overlap: the lists' entries and first bytes asked for,
+    /// then the lists read and their members' ranks asked for, then the
     /// highest found. `members` is scratch.
     fn last_holders<B: AsRef<[u8]>>(
         &self,
@@ -982,11 +993,9 @@ impl LastInOrder {
             }
             out.push(None);
         }
-        let mut touched = 0u32;
         for &(_, ordinal) in members.iter() {
-            touched ^= ranks.get(ordinal as usize).copied().unwrap_or(0);
+            super::mmap::prefetch_line(ranks, ordinal as usize);
         }
-        std::hint::black_box(touched);
         // The member of highest rank of each list (none when a member has
         // no rank: an ordinal past the segment's documents).
         for run in members.chunk_by(|a, b| a.0 == b.0) {
@@ -1164,6 +1173,13 @@ impl SegmentMasks {
         (block + (h >> 58) as usize, block + ((h >> 52) & 63) as usize)
     }
 
+    /// Asks for the cache line of `key`'s cells (its block).
+    fn prefetch(&self, key: u64) {
+        if !self.cells.is_empty() {
+            super::mmap::prefetch_line(&self.cells, self.cells(key).0);
+        }
+    }
+
     /// A superset of the bits inserted with `key`.
     fn get(&self, key: u64) -> u8 {
         if self.cells.is_empty() {
@@ -1234,6 +1250,13 @@ impl KeyFilter {
     #[cfg(test)]
     fn may_hold(&self, key: u64) -> bool {
         Self::admits(self.load(key), key)
+    }
+
+    /// Asks for the cache line of `key`'s word.
+    fn prefetch(&self, key: u64) {
+        if !self.words.is_empty() {
+            super::mmap::prefetch_line(&self.words, self.word(key));
+        }
     }
 
     /// The word of `key` (all ones in the empty filter).
@@ -1766,7 +1789,7 @@ impl Searcher {
         let before = verify.len();
         verify.retain(|&(_, (held, x))| bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau));
         stats.pruned_by_bounds += (before - verify.len()) as u64;
-        // The survivors' entries and vectors touched first, all of them, so
+        // The survivors' entries and vectors asked for first, all of them, so
         // that their cache misses overlap rather than come one
         // verification at a time.
         segment.touch_vectors(verify.iter().map(|c| c.0), measure);

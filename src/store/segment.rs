@@ -1197,6 +1197,11 @@ impl KeyDirectory {
         1 << ((key >> (59 - bits)) & 31)
     }
 
+    /// Asks for the cache line of `key`'s bucket entry.
+    fn prefetch(&self, key: u64) {
+        crate::store::mmap::prefetch_line(&self.entries, Self::bucket(self.bits, key));
+    }
+
     /// The index range of keys that share `key`'s bucket (empty when the
     /// mask rules the key out); `None` when the directory was not built.
     fn range(&self, key: u64) -> Option<std::ops::Range<usize>> {
@@ -1916,49 +1921,47 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok((!short).then(|| measure.of_intersection(min_sum, shared, a, b)))
     }
 
-    /// Reads a byte of each document's docs entry, then of every cache
-    /// line of its vector's hashes and (unless `measure` is set Jaccard,
-    /// which [`Segment::overlap`] reads none of) frequencies, each stage in
-    /// a loop of its own, so that the cache misses of several
-    /// verifications, and of each vector's lines, are in flight together
-    /// (as [`Segment::lists_in_stages`] does for look-ups). Past
-    /// [`Segment::TOUCHED_BYTES`] of vectors only each one's first line is
-    /// read: lines touched long before their verification would leave the
-    /// cache first. Nothing is checked here: [`Segment::overlap`] reads
+    /// Asks for each document's docs entry, then for every cache line of
+    /// its vector's hashes and (unless `measure` is set Jaccard, which
+    /// [`Segment::overlap`] reads none of) frequencies, each stage in a
+    /// loop of its own ([`super::mmap::prefetch_line`]), so that the cache
+    /// misses of several verifications, and of each vector's lines, are in
+    /// flight together (as [`Segment::lists_in_stages`] does for
+    /// look-ups). Past [`Segment::TOUCHED_BYTES`] of vectors only each
+    /// one's first line is asked for: lines brought in long before their
+    /// verification would leave the cache first. Nothing is checked here: [`Segment::overlap`] reads
     /// them again, checked.
     pub fn touch_vectors(&self, ordinals: impl Iterator<Item = u32> + Clone, measure: Similarity) {
         const LINE: usize = 64;
         let docs = self.section(SectionKind::Docs);
-        let mut touched = 0u8;
         for ordinal in ordinals.clone() {
-            touched ^= docs.get(ordinal as usize * DOC_ENTRY_LEN).copied().unwrap_or(0);
+            super::mmap::prefetch_line(docs, ordinal as usize * DOC_ENTRY_LEN);
         }
         let (hashes, freqs, width) =
             (self.section(SectionKind::Hashes), self.section(SectionKind::Freqs), self.freq_width());
         let width = if measure == Similarity::SetJaccard { 0 } else { width };
         let mut budget = Self::TOUCHED_BYTES;
-        // A byte of every line of `range` (`all`), or of its first only.
+        // Every line of `range` (`all`), or its first only.
         let lines = |section: &[u8], range: std::ops::Range<usize>, all: bool| {
-            let bytes = section.get(range).unwrap_or_default();
-            if all {
-                bytes.iter().step_by(LINE).chain(bytes.last()).fold(0u8, |t, &b| t ^ b)
-            } else {
-                bytes.first().copied().unwrap_or(0)
+            if range.is_empty() {
+                return;
             }
+            let last = range.end - 1;
+            let firsts = if all { range.step_by(LINE) } else { (range.start..range.start + 1).step_by(LINE) };
+            firsts.chain(all.then_some(last)).for_each(|at| super::mmap::prefetch_line(section, at));
         };
         for entry in ordinals.filter_map(|ordinal| self.entry(ordinal).ok()) {
             let (first, distinct) = (entry.first as usize, entry.distinct as usize);
             let bytes = distinct * (8 + width);
             let all = bytes <= budget;
             budget -= if all { bytes } else { 0 };
-            touched ^= lines(hashes, first * 8..(first + distinct) * 8, all);
-            touched ^= lines(freqs, first * width..(first + distinct) * width, all);
+            lines(hashes, first * 8..(first + distinct) * 8, all);
+            lines(freqs, first * width..(first + distinct) * width, all);
         }
-        std::hint::black_box(touched);
     }
 
-    /// How many bytes of vectors [`Segment::touch_vectors`] reads whole
-    /// before it reads only each vector's first line: half a core's
+    /// How many bytes of vectors [`Segment::touch_vectors`] asks for whole
+    /// before it asks only for each vector's first line: half a core's
     /// second-level cache here.
     const TOUCHED_BYTES: usize = 512 << 10;
 
@@ -2064,24 +2067,31 @@ impl<B: AsRef<[u8]>> Segment<B> {
         // The thread's buffers from its previous look-ups (a query's
         // segments each make one set).
         let StageBuffers { mut ranges, mut positions, mut entries } = STAGE_BUFFERS.with(std::cell::Cell::take);
-        // Each hash with its bucket's key range (`None`: no directory).
+        // Each hash's directory entry asked for, then each hash with its
+        // bucket's key range (`None`: no directory).
         ranges.clear();
         ranges.extend(hashes.into_iter().map(|hash| match hash {
-            Some(hash) => (hash, directory.range(hash)),
+            Some(hash) => {
+                directory.prefetch(hash);
+                (hash, None)
+            }
             None => (0, Some(0..0)),
         }));
-        // A bucket's keys and their offsets entries are both contiguous
-        // (a few entries: mostly one cache line), so the entries are
-        // touched with the keys, before the scan says which one.
-        let (offsets, width) = (self.section(offsets_kind), self.entry_width());
-        let mut touched = 0u8;
-        for (_, range) in &ranges {
-            if let Some(range) = range.as_ref().filter(|r| !r.is_empty()) {
-                touched ^= keys.touch(range.start);
-                touched ^= offsets.get(range.start * width).copied().unwrap_or(0);
+        for (hash, range) in &mut ranges {
+            if range.is_none() {
+                *range = directory.range(*hash);
             }
         }
-        std::hint::black_box(touched);
+        // A bucket's keys and their offsets entries are both contiguous
+        // (a few entries: mostly one cache line), so the entries are
+        // asked for with the keys, before the scan says which one.
+        let (offsets, width) = (self.section(offsets_kind), self.entry_width());
+        for (_, range) in &ranges {
+            if let Some(range) = range.as_ref().filter(|r| !r.is_empty()) {
+                keys.prefetch(range.start);
+                super::mmap::prefetch_line(offsets, range.start * width);
+            }
+        }
         // An empty range (a hash left out, or one its bucket's sub-bits
         // rule out: most of a query's in most segments) has no position.
         positions.clear();
@@ -2134,9 +2144,9 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
     }
 
-    /// Reads a byte of the offsets entry of each posting list of
-    /// `indices` (indices in the key section), then of each list's first
-    /// bytes in the data section, each stage in a loop of its own, so that
+    /// Asks for the offsets entry of each posting list of `indices`
+    /// (indices in the key section), then for each list's first bytes in
+    /// the data section, each stage in a loop of its own, so that
     /// the cache misses of the reads of those lists that follow overlap
     /// (as the last stages of [`Segment::lists_in_stages`]). Nothing is
     /// checked here: [`Segment::posting_list_at`] reads them again,
@@ -2147,26 +2157,23 @@ impl<B: AsRef<[u8]>> Segment<B> {
         self.touch_list_starts(SectionKind::PostingData, indices.iter().map(|&i| self.entry_at(offsets, i)));
     }
 
-    /// Reads a byte of each entry `indices` of the offsets section
-    /// `offsets`, in a loop that does nothing else (a stage of
+    /// Asks for the cache line of each entry `indices` of the offsets
+    /// section `offsets`, in a loop that does nothing else (a stage of
     /// [`Segment::lists_in_stages`]).
     fn touch_entries(&self, offsets: SectionKind, indices: impl Iterator<Item = usize>) {
         let (offsets, width) = (self.section(offsets), self.entry_width());
-        let touched = indices.fold(0u8, |t, i| t ^ offsets.get(i * width).copied().unwrap_or(0));
-        std::hint::black_box(touched);
+        indices.for_each(|i| super::mmap::prefetch_line(offsets, i * width));
     }
 
-    /// Reads the first byte of each list of `entries` that has bytes in
-    /// the data section `data`, in a loop that does nothing else.
+    /// Asks for the first bytes of each list of `entries` that has bytes
+    /// in the data section `data`, in a loop that does nothing else.
     fn touch_list_starts(&self, data: SectionKind, entries: impl Iterator<Item = TableEntry>) {
         let data = self.section(data);
-        let touched = entries.fold(0u8, |t, entry| match entry {
-            TableEntry::List { offset, .. } => {
-                t ^ usize::try_from(offset).ok().and_then(|at| data.get(at)).copied().unwrap_or(0)
+        for entry in entries {
+            if let TableEntry::List { offset, .. } = entry {
+                super::mmap::prefetch_line(data, usize::try_from(offset).unwrap_or(usize::MAX));
             }
-            TableEntry::Inline(_) => t,
-        });
-        std::hint::black_box(touched);
+        }
     }
 
     /// The posting list of key `i` (its index in the key section, as

@@ -224,11 +224,11 @@ impl<'a> Keys<'a> {
         self.key_in(self.bucket_of_index(i), i)
     }
 
-    /// The first byte of key `i` (0 past the end): read only to bring
-    /// the key's cache line in ahead of a search that will need it.
+    /// Asks for the cache line of key `i`'s first byte (nothing past the
+    /// end), ahead of a search that will need it.
     #[inline]
-    pub(super) fn touch(&self, i: usize) -> u8 {
-        self.stored.get(i * self.width).copied().unwrap_or(0)
+    pub(super) fn prefetch(&self, i: usize) {
+        crate::store::mmap::prefetch_line(self.stored, i * self.width);
     }
 
     /// The position of `key` among the keys of `range`, which all lie in
