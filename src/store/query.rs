@@ -122,12 +122,16 @@ impl Ranks {
     /// everywhere, with no look-up. A listed signature has a long list
     /// somewhere, so it is never alone. Once that weight alone makes
     /// `enough`, the order is empty and the weight returned may be only
-    /// part of it (enough already).
+    /// part of it (enough already). With `by_segments` (two or more
+    /// segments), the probe's other signatures are ordered by the
+    /// segments its masks name, fewest first, as
+    /// [`Ranks::order_by_segments`] orders a single query's.
     fn order(
         &self,
         query: &SignatureVector,
         measure: Similarity,
         alone: Option<&SharedSignatures>,
+        by_segments: bool,
         enough: impl Fn(u64) -> bool,
     ) -> (Vec<(u64, u64)>, u64) {
         let Some(shared) = alone else {
@@ -173,11 +177,18 @@ impl Ranks {
             }
         }
         signatures.truncate(kept);
-        (self.rank(signatures.iter().copied(), held_by_none, enough), held_by_none)
+        let order = if by_segments {
+            self.order_by_segments(signatures.iter().copied(), held_by_none, &shared.masks, enough)
+        } else {
+            self.rank(signatures.iter().copied(), held_by_none, enough)
+        };
+        (order, held_by_none)
     }
 
-    /// [`Ranks::order`] of a single query once the snapshot's segment
-    /// masks are built: the signatures no segment holds first (they are
+    /// The order of `signatures` (after a weight of `visited` counted as
+    /// processed) for a single query once the snapshot's segment masks
+    /// are built, or a self-join probe's shared signatures with the
+    /// join's masks: the signatures no segment holds first (they are
     /// looked up nowhere, so their weight comes free), then by how many
     /// segments the masks name, fewest first, and within that as
     /// [`Ranks::rank`] orders them. A segment looks up each signature of
@@ -187,8 +198,8 @@ impl Ranks {
     /// those rank behind the ones only one segment (or none) holds.
     fn order_by_segments(
         &self,
-        query: &SignatureVector,
-        measure: Similarity,
+        signatures: impl Iterator<Item = (u64, u64)> + Clone,
+        mut visited: u64,
         segment_masks: &SegmentMasks,
         enough: impl Fn(u64) -> bool,
     ) -> Vec<(u64, u64)> {
@@ -196,10 +207,10 @@ impl Ranks {
         // Every signature's mask read first, in a loop with nothing else
         // in it, so that their cache misses overlap.
         let mut masks = std::mem::take(&mut buffers.masks);
-        for (hash, _) in weights(query, measure) {
+        for (hash, _) in signatures.clone() {
             segment_masks.prefetch(hash);
         }
-        masks.extend(weights(query, measure).map(|(hash, _)| segment_masks.get(hash)));
+        masks.extend(signatures.clone().map(|(hash, _)| segment_masks.get(hash)));
         // A counting sort by the masks' bit counts (0 to 8), stable: in
         // the query's hash order within each count.
         let mut starts = [0usize; 10];
@@ -212,14 +223,13 @@ impl Ranks {
         let mut classed = std::mem::take(&mut buffers.classed);
         classed.resize(masks.len(), (0, 0));
         let mut next = starts;
-        for ((hash, weight), &mask) in weights(query, measure).zip(&masks) {
+        for ((hash, weight), &mask) in signatures.zip(&masks) {
             let at = &mut next[mask.count_ones() as usize];
             classed[*at] = (hash, weight);
             *at += 1;
         }
         // No segment holds the first class: no ranks are needed for it.
         let mut order = std::mem::take(&mut buffers.order);
-        let mut visited = 0;
         for &(hash, weight) in &classed[..starts[1]] {
             if enough(visited) {
                 break;
@@ -1596,8 +1606,10 @@ impl Searcher {
             // first cost more than it saved there.
             let by_segments = self.state.segment_masks.get().filter(|_| self.state.segments.len() > 1);
             let (order, alone) = match (shared.filter(|_| after.is_some()), by_segments) {
-                (None, Some(segment_masks)) => (ranks.order_by_segments(query, measure, segment_masks, enough), 0),
-                (shared, _) => ranks.order(query, measure, shared, enough),
+                (None, Some(segment_masks)) => {
+                    (ranks.order_by_segments(weights(query, measure), 0, segment_masks, enough), 0)
+                }
+                (shared, _) => ranks.order(query, measure, shared, self.state.segments.len() > 1, enough),
             };
             if order.is_empty() && alone >= stop {
                 // The δ1 break is certain everywhere before any list: no
