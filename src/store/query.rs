@@ -42,11 +42,12 @@
 //! looked-up prefix short lists. The order comes from [`Ranks`]: the
 //! summed lengths of every segment's longest lists (its *frequent* section,
 //! FORMAT.md §7); a signature not listed there counts as rarest, ties by
-//! hash. With two or more segments and the snapshot's segment masks built,
-//! a single query first orders its signatures by how many segments may
-//! hold them, fewest first, and by the ranks within that
-//! ([`Ranks::order_by_segments`]): each segment looks up the same prefix
-//! of the order, so that makes the fewest look-ups. The looked-up lists
+//! hash. With two or more segments, a query whose snapshot's segment
+//! masks are built, and every self-join probe (with the join's masks),
+//! first orders its signatures by how many segments may hold them, fewest
+//! first, and by the ranks within that ([`Ranks::order_by_segments`]):
+//! each segment looks up the same prefix of the order, so that makes the
+//! fewest look-ups. The looked-up lists
 //! are then walked in ascending length inside the window (Algorithm 1,
 //! line 5).
 //!
@@ -246,8 +247,6 @@ impl Ranks {
             let before = buffers.order.len();
             order = self.rank_into(signatures.iter().copied(), visited, &enough, &mut buffers);
             visited += order[before..].iter().map(|&(_, weight)| weight).sum::<u64>();
-            buffers.words.clear();
-            buffers.listed.clear();
         }
         buffers.masks = masks;
         buffers.classed = classed;
@@ -273,8 +272,8 @@ impl Ranks {
         order
     }
 
-    /// [`Ranks::rank`] with the thread's `buffers` (empty): the order is
-    /// the one they held.
+    /// [`Ranks::rank`] with the thread's `buffers`: the order is the one
+    /// they held, extended (its scratch vectors are emptied first).
     fn rank_into(
         &self,
         signatures: impl ExactSizeIterator<Item = (u64, u64)> + Clone,
@@ -289,6 +288,8 @@ impl Ranks {
         // false positive then counts as listed with length 0.
         let RankBuffers { words, listed, order, .. } = buffers;
         let mut order = std::mem::take(order);
+        words.clear();
+        listed.clear();
         signatures.clone().for_each(|(hash, _)| self.listed.prefetch(hash));
         words.extend(signatures.clone().map(|(hash, _)| self.listed.load(hash)));
         order.reserve(signatures.len());
@@ -983,11 +984,11 @@ impl LastInOrder {
     ) -> Result<(), IndexError> {
         out.clear();
         let ranks = match self {
-            // A list's last ordinal waits only on its own bytes; touching
-            // them first was no faster (SpotSigs at 1M).
+            // A list's last ordinal waits only on its own bytes (the
+            // builds read those one at a time: `staged`).
             LastInOrder::Ordinals => {
                 for &i in indices {
-                    out.push(segment.posting_list_at(i)?.max());
+                    out.push(self.last_ordinal(segment, i)?);
                 }
                 return Ok(());
             }
@@ -1183,11 +1184,10 @@ impl SegmentMasks {
         (block + (h >> 58) as usize, block + ((h >> 52) & 63) as usize)
     }
 
-    /// Asks for the cache line of `key`'s cells (its block).
+    /// Asks for the cache line of `key`'s cells (its block; nothing in
+    /// the empty masks).
     fn prefetch(&self, key: u64) {
-        if !self.cells.is_empty() {
-            super::mmap::prefetch_line(&self.cells, self.cells(key).0);
-        }
+        super::mmap::prefetch_line(&self.cells, self.cells(key).0);
     }
 
     /// A superset of the bits inserted with `key`.
@@ -1262,11 +1262,10 @@ impl KeyFilter {
         Self::admits(self.load(key), key)
     }
 
-    /// Asks for the cache line of `key`'s word.
+    /// Asks for the cache line of `key`'s word (nothing in the empty
+    /// filter).
     fn prefetch(&self, key: u64) {
-        if !self.words.is_empty() {
-            super::mmap::prefetch_line(&self.words, self.word(key));
-        }
+        super::mmap::prefetch_line(&self.words, self.word(key));
     }
 
     /// The word of `key` (all ones in the empty filter).
@@ -1604,12 +1603,12 @@ impl Searcher {
             // In one segment the masks only say held or not, and a
             // stored page's signatures are all held: reading every mask
             // first cost more than it saved there.
-            let by_segments = self.state.segment_masks.get().filter(|_| self.state.segments.len() > 1);
-            let (order, alone) = match (shared.filter(|_| after.is_some()), by_segments) {
-                (None, Some(segment_masks)) => {
+            let several = self.state.segments.len() > 1;
+            let (order, alone) = match (shared.filter(|_| after.is_some()), self.state.segment_masks.get()) {
+                (None, Some(segment_masks)) if several => {
                     (ranks.order_by_segments(weights(query, measure), 0, segment_masks, enough), 0)
                 }
-                (shared, _) => ranks.order(query, measure, shared, self.state.segments.len() > 1, enough),
+                (shared, _) => ranks.order(query, measure, shared, several, enough),
             };
             if order.is_empty() && alone >= stop {
                 // The δ1 break is certain everywhere before any list: no

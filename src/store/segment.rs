@@ -1929,8 +1929,8 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// flight together (as [`Segment::lists_in_stages`] does for
     /// look-ups). Past [`Segment::TOUCHED_BYTES`] of vectors only each
     /// one's first line is asked for: lines brought in long before their
-    /// verification would leave the cache first. Nothing is checked here: [`Segment::overlap`] reads
-    /// them again, checked.
+    /// verification would leave the cache first. Nothing is checked here:
+    /// [`Segment::overlap`] reads them again, checked.
     pub fn touch_vectors(&self, ordinals: impl Iterator<Item = u32> + Clone, measure: Similarity) {
         const LINE: usize = 64;
         let docs = self.section(SectionKind::Docs);
@@ -1946,9 +1946,12 @@ impl<B: AsRef<[u8]>> Segment<B> {
             if range.is_empty() {
                 return;
             }
-            let last = range.end - 1;
-            let firsts = if all { range.step_by(LINE) } else { (range.start..range.start + 1).step_by(LINE) };
-            firsts.chain(all.then_some(last)).for_each(|at| super::mmap::prefetch_line(section, at));
+            if all {
+                let last = range.end - 1;
+                range.step_by(LINE).chain([last]).for_each(|at| super::mmap::prefetch_line(section, at));
+            } else {
+                super::mmap::prefetch_line(section, range.start);
+            }
         };
         for entry in ordinals.filter_map(|ordinal| self.entry(ordinal).ok()) {
             let (first, distinct) = (entry.first as usize, entry.distinct as usize);
