@@ -2071,7 +2071,9 @@ impl<B: AsRef<[u8]>> Segment<B> {
         // segments each make one set).
         let StageBuffers { mut ranges, mut positions, mut entries } = STAGE_BUFFERS.with(std::cell::Cell::take);
         // Each hash's directory entry asked for, then each hash with its
-        // bucket's key range (`None`: no directory).
+        // bucket's key range (`None`: no directory). A hash left out gets
+        // the empty range at once; the others hold `None` until the second
+        // loop reads their entries.
         ranges.clear();
         ranges.extend(hashes.into_iter().map(|hash| match hash {
             Some(hash) => {
