@@ -1,0 +1,120 @@
+"""Alternated runs of two or more builds of the harness on one index: how
+HISTORY.md's "alternated pairs" are measured.
+
+    python3 benches/compare/ab.py [--queries] [--passes N] DIR SCHEME ROUNDS BIN BIN...
+
+DIR is a corpus directory that `run.sh` (or `neardex-compare neardex`)
+left an index in (`DIR/neardex-SCHEME`); each BIN a `neardex-compare`
+built from the code to compare (copy `target/release/neardex-compare`
+aside after each build). Every round runs each BIN once, one after
+another, the order rotated from round to round (on these shared machines
+which build runs first in a pair has weighed more than a small change).
+
+Default: the self-join alone (`NO_QUERIES=1 BIN requery DIR SCHEME`): its
+seconds, the process's CPU seconds, and the md5 of the pairs it wrote,
+which must be the same for every run (the join is exact, so a change that
+alters them is a bug). `--queries`: the warm single queries instead
+(`REQUERY_WARM_UP=pages REQUERY_PASSES=N NO_JOIN=1`, N = `--passes`,
+default 20): the median of the warm passes' mean query times, µs.
+
+Prints each run, then for each BIN the median and range, and against the
+first BIN the rounds it was faster in and the median of its per-round
+time ratio. A difference inside the range of either build's runs is not
+a result.
+"""
+import hashlib
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+
+
+def usage():
+    sys.exit(__doc__)
+
+
+def md5(path):
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def child_cpu():
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
+
+
+def run_once(binary, directory, scheme, queries, passes):
+    env = dict(os.environ)
+    if queries:
+        env.update(REQUERY_WARM_UP="pages", REQUERY_PASSES=str(passes), NO_JOIN="1")
+    else:
+        env["NO_QUERIES"] = "1"
+    before = child_cpu()
+    done = subprocess.run(
+        [binary, "requery", directory, scheme], env=env, capture_output=True, text=True, check=False
+    )
+    cpu = child_cpu() - before
+    if done.returncode != 0:
+        sys.exit(f"{binary} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    if queries:
+        found = re.search(r"warm passes: median of their mean query times ([0-9.]+) us", done.stderr)
+        if not found:
+            sys.exit(f"{binary} printed no warm passes:\n{done.stderr[-2000:]}")
+        return float(found.group(1)), cpu, None
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    pairs = os.path.join(directory, f"pairs-requery-{scheme}.txt")
+    return float(result["all_pairs_seconds"]), cpu, md5(pairs)
+
+
+def main(argv):
+    queries, passes = False, 20
+    args = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--queries":
+            queries = True
+        elif argv[i] == "--passes" and i + 1 < len(argv):
+            i += 1
+            passes = int(argv[i])
+        else:
+            args.append(argv[i])
+        i += 1
+    if len(args) < 5:
+        usage()
+    directory, scheme, rounds, binaries = args[0], args[1], int(args[2]), args[3:]
+    unit = "us" if queries else "s"
+    # By position, so that one build given twice (CI's check) is two.
+    times = [[] for _ in binaries]
+    digests = set()
+    order = list(range(len(binaries)))
+    for r in range(rounds):
+        shift = r % len(binaries)
+        for b in order[shift:] + order[:shift]:
+            value, cpu, digest = run_once(binaries[b], directory, scheme, queries, passes)
+            times[b].append((r, value))
+            if digest:
+                digests.add(digest)
+            tail = f" pairs md5 {digest[:8]}" if digest else ""
+            print(f"round {r + 1} build {b + 1} ({binaries[b]}): {value:.2f} {unit}, CPU {cpu:.2f} s{tail}", flush=True)
+    if len(digests) > 1:
+        sys.exit(f"the runs wrote different pairs: {sorted(digests)}")
+    base = dict(times[0])
+    for b, binary in enumerate(binaries):
+        values = [v for _, v in times[b]]
+        line = f"build {b + 1} ({binary}): median {statistics.median(values):.2f} {unit}"
+        line += f" ({min(values):.2f}-{max(values):.2f})"
+        if b > 0:
+            ratios = [v / base[r] for r, v in times[b] if base.get(r)]
+            faster = sum(1 for ratio in ratios if ratio < 1)
+            line += f"; faster than build 1 in {faster} of {len(ratios)} rounds"
+            line += f", median ratio {statistics.median(ratios):.3f}"
+        print(line)
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
