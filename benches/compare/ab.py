@@ -87,7 +87,10 @@ def main(argv):
         i += 1
     if len(args) < 5:
         usage()
-    directory, scheme, rounds, binaries = args[0], args[1], int(args[2]), args[3:]
+    directory, scheme, rounds, binaries = args[0], args[1], args[2], args[3:]
+    if not rounds.isdigit() or int(rounds) < 1:
+        usage()
+    rounds = int(rounds)
     unit = "us" if queries else "s"
     # By position, so that one build given twice (CI's check) is two.
     times = [[] for _ in binaries]
@@ -109,12 +112,14 @@ def main(argv):
         values = [v for _, v in times[b]]
         line = f"build {b + 1} ({binary}): median {statistics.median(values):.2f} {unit}"
         line += f" ({min(values):.2f}-{max(values):.2f})"
-        if b > 0:
-            ratios = [v / base[r] for r, v in times[b] if base.get(r)]
+        # A time printed as 0.00 (a tiny corpus) has no ratio.
+        ratios = [v / base[r] for r, v in times[b] if base.get(r)] if b > 0 else []
+        if ratios:
             faster = sum(1 for ratio in ratios if ratio < 1)
             line += f"; faster than build 1 in {faster} of {len(ratios)} rounds"
             line += f", median ratio {statistics.median(ratios):.3f}"
         print(line)
+
 
 if __name__ == "__main__":
     main(sys.argv[1:])
