@@ -22,6 +22,7 @@ first BIN the rounds it was faster in and the median of its per-round
 time ratio. A difference inside the range of either build's runs is not
 a result.
 """
+import argparse
 import hashlib
 import json
 import os
@@ -30,10 +31,6 @@ import resource
 import statistics
 import subprocess
 import sys
-
-
-def usage():
-    sys.exit(__doc__)
 
 
 def md5(path):
@@ -73,40 +70,31 @@ def run_once(binary, directory, scheme, queries, passes):
 
 
 def main(argv):
-    queries, passes = False, 20
-    args = []
-    i = 0
-    while i < len(argv):
-        if argv[i] == "--queries":
-            queries = True
-        elif argv[i] == "--passes" and i + 1 < len(argv):
-            i += 1
-            passes = int(argv[i])
-        else:
-            args.append(argv[i])
-        i += 1
-    if len(args) < 5:
-        usage()
-    directory, scheme, rounds, binaries = args[0], args[1], args[2], args[3:]
-    if not rounds.isdigit() or int(rounds) < 1:
-        usage()
-    rounds = int(rounds)
-    unit = "us" if queries else "s"
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", action="store_true", help="time the warm single queries, not the self-join")
+    parser.add_argument("--passes", type=int, default=20, help="warm query passes a run (with --queries)")
+    parser.add_argument("directory")
+    parser.add_argument("scheme", choices=["spotsigs", "shingles"])
+    parser.add_argument("rounds", type=int)
+    parser.add_argument("binaries", nargs="+")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or len(args.binaries) < 2:
+        parser.error("at least one round and two builds")
+    binaries = args.binaries
+    unit = "us" if args.queries else "s"
     # By position, so that one build given twice (CI's check) is two.
     times = [[] for _ in binaries]
-    digests = set()
-    order = list(range(len(binaries)))
-    for r in range(rounds):
+    first_digest = None
+    for r in range(args.rounds):
         shift = r % len(binaries)
-        for b in order[shift:] + order[:shift]:
-            value, cpu, digest = run_once(binaries[b], directory, scheme, queries, passes)
+        for b in list(range(shift, len(binaries))) + list(range(shift)):
+            value, cpu, digest = run_once(binaries[b], args.directory, args.scheme, args.queries, args.passes)
             times[b].append((r, value))
-            if digest:
-                digests.add(digest)
             tail = f" pairs md5 {digest[:8]}" if digest else ""
             print(f"round {r + 1} build {b + 1} ({binaries[b]}): {value:.2f} {unit}, CPU {cpu:.2f} s{tail}", flush=True)
-    if len(digests) > 1:
-        sys.exit(f"the runs wrote different pairs: {sorted(digests)}")
+            first_digest = first_digest or digest
+            if digest != first_digest:
+                sys.exit(f"build {b + 1} wrote other pairs than the first run ({digest} against {first_digest})")
     base = dict(times[0])
     for b, binary in enumerate(binaries):
         values = [v for _, v in times[b]]
@@ -119,7 +107,6 @@ def main(argv):
             line += f"; faster than build 1 in {faster} of {len(ratios)} rounds"
             line += f", median ratio {statistics.median(ratios):.3f}"
         print(line)
-
 
 if __name__ == "__main__":
     main(sys.argv[1:])
