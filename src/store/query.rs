@@ -374,6 +374,9 @@ struct SegmentBuffers<'s> {
     /// For each signature of a query's order, the segments that may hold
     /// it.
     masks: Vec<u8>,
+    /// The positions in the order of the signatures a segment's masks
+    /// name it for (its look-ups).
+    selected: Vec<usize>,
 }
 
 /// An empty vector with the allocation of `v` (emptied), whatever the
@@ -394,6 +397,7 @@ impl SegmentBuffers<'_> {
             candidates: b.candidates,
             verify: b.verify,
             masks: b.masks,
+            selected: b.selected,
         }
     }
 
@@ -412,6 +416,7 @@ impl SegmentBuffers<'_> {
             candidates,
             verify: kept(self.verify),
             masks: kept(self.masks),
+            selected: kept(self.selected),
         };
         SEGMENT_BUFFERS.with(|b| b.set(kept));
     }
@@ -1677,7 +1682,7 @@ impl Searcher {
         buffers: &mut SegmentBuffers<'s>,
     ) -> Result<(), IndexError> {
         let &Plan { query, measure, window, pruning, order, alone, masks, .. } = plan;
-        let SegmentBuffers { lists, walk, candidates, verify, .. } = buffers;
+        let SegmentBuffers { lists, walk, candidates, verify, selected, .. } = buffers;
         // Ordinals are in ascending multiset length, so for the multiset
         // measures the window is an ordinal range and lists ascend in
         // length. Under set Jaccard the length is the distinct count, which
@@ -1705,14 +1710,25 @@ impl Searcher {
         // break before any later list.
         let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
         let enough = |visited| alone + visited >= stop;
-        let LookedUp { absent, skipped } = weighted_lists(order, enough, lists, |signatures, each| {
-            let hashes = signatures.iter().enumerate().map(|(n, &(hash, _))| match masks {
-                // The signature's shared masks leave this segment out: no
-                // document of it holds the signature.
-                Some(masks) if masks.get(n).is_some_and(|&m| m & SegmentMasks::bit(position) == 0) => None,
-                _ => Some(hash),
-            });
-            segment.posting_lists_each(hashes, each)
+        let LookedUp { absent, skipped } = weighted_lists(order, enough, lists, |signatures, each| match masks {
+            // Only the signatures whose masks name this segment go to the
+            // look-up: no document of it holds the others. The order puts
+            // the signatures the fewest segments hold first, so each
+            // segment's share of it is small, and every signature handed
+            // over costs an entry in each of the look-up's stages.
+            Some(masks) => {
+                let bit = SegmentMasks::bit(position);
+                selected.clear();
+                selected.extend((0..signatures.len()).filter(|&n| masks.get(n).is_none_or(|&m| m & bit != 0)));
+                let hashes = selected.iter().map(|&n| Some(signatures[n].0));
+                let selected = &*selected;
+                segment.posting_lists_each(hashes, |at, list| {
+                    if let Some(&n) = selected.get(at) {
+                        each(n, list);
+                    }
+                })
+            }
+            None => segment.posting_lists_each(signatures.iter().map(|&(hash, _)| Some(hash)), each),
         })?;
         let absent = absent + alone;
         // Signatures past the cut of the order are skipped as well.
