@@ -206,49 +206,48 @@ impl Ranks {
     ) -> Vec<(u64, u64)> {
         let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
         // Every signature's mask read first, in a loop with nothing else
-        // in it, so that their cache misses overlap.
-        let mut masks = std::mem::take(&mut buffers.masks);
+        // in it, so that their cache misses overlap; each kept as the
+        // number of segments it names (0 to 8).
+        let mut counts = std::mem::take(&mut buffers.masks);
         for (hash, _) in signatures.clone() {
             segment_masks.prefetch(hash);
         }
-        masks.extend(signatures.clone().map(|(hash, _)| segment_masks.get(hash)));
-        // A counting sort by the masks' bit counts (0 to 8), stable: in
-        // the query's hash order within each count.
-        let mut starts = [0usize; 10];
-        for &mask in &masks {
-            starts[mask.count_ones() as usize + 1] += 1;
-        }
-        for c in 1..starts.len() {
-            starts[c] += starts[c - 1];
-        }
-        let mut classed = std::mem::take(&mut buffers.classed);
-        classed.resize(masks.len(), (0, 0));
-        let mut next = starts;
-        for ((hash, weight), &mask) in signatures.zip(&masks) {
-            let at = &mut next[mask.count_ones() as usize];
-            classed[*at] = (hash, weight);
-            *at += 1;
-        }
-        // No segment holds the first class: no ranks are needed for it.
+        counts.extend(signatures.clone().map(|(hash, _)| segment_masks.get(hash).count_ones() as u8));
+        let present = counts.iter().fold(0u16, |present, &count| present | 1 << count);
+        // Count by count, fewest first, and each only while the ones
+        // before have not made `enough` (most queries stop in the first
+        // two or three): one pass over the signatures picks a count's
+        // members in the query's hash order, as a stable sort by count
+        // would give them.
         let mut order = std::mem::take(&mut buffers.order);
-        for &(hash, weight) in &classed[..starts[1]] {
+        let mut classed = std::mem::take(&mut buffers.classed);
+        for class in 0..=8u8 {
             if enough(visited) {
                 break;
             }
-            order.push((hash, weight));
-            visited += weight;
-        }
-        for class in 1..starts.len() - 1 {
-            if enough(visited) {
-                break;
+            if present & (1 << class) == 0 {
+                continue;
             }
-            let signatures = &classed[starts[class]..starts[class + 1]];
+            let members = signatures.clone().zip(&counts).filter(|&(_, &count)| count == class).map(|(s, _)| s);
+            if class == 0 {
+                // No segment holds these: no ranks are needed for them.
+                for (hash, weight) in members {
+                    if enough(visited) {
+                        break;
+                    }
+                    order.push((hash, weight));
+                    visited += weight;
+                }
+                continue;
+            }
+            classed.clear();
+            classed.extend(members);
             buffers.order = order;
             let before = buffers.order.len();
-            order = self.rank_into(signatures.iter().copied(), visited, &enough, &mut buffers);
+            order = self.rank_into(classed.iter().copied(), visited, &enough, &mut buffers);
             visited += order[before..].iter().map(|&(_, weight)| weight).sum::<u64>();
         }
-        buffers.masks = masks;
+        buffers.masks = counts;
         buffers.classed = classed;
         RANK_BUFFERS.with(|b| b.set(buffers.kept()));
         order
@@ -329,8 +328,8 @@ struct RankBuffers {
     words: Vec<u64>,
     listed: Vec<(u64, u64, u64)>,
     order: Vec<(u64, u64)>,
-    /// [`Ranks::order_by_segments`]: each signature's segment mask, and
-    /// the signatures sorted by its bit count.
+    /// [`Ranks::order_by_segments`]: the number of segments each
+    /// signature's mask names, and the signatures of one such number.
     masks: Vec<u8>,
     classed: Vec<(u64, u64)>,
 }
@@ -2387,7 +2386,7 @@ pub(super) fn query_staged(
 
 #[cfg(test)]
 mod tests {
-    use super::{recycled, KeySource, SegmentBuffers, SegmentMasks, SharedSignatures, Similarity};
+    use super::{recycled, KeyFilter, KeySource, Ranks, SegmentBuffers, SegmentMasks, SharedSignatures, Similarity};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -2563,6 +2562,51 @@ mod tests {
                 prop_assert_eq!(shared.held_last((u32::MAX, 0)), 0);
                 prop_assert_eq!(shared.held_last((0, parsed[0].doc_count())), 0);
             }
+        }
+    }
+
+    proptest! {
+        /// A query's order by the segments its masks name: uncut, every
+        /// signature once, the number of segments named never falling;
+        /// cut by a weight, the uncut order's shortest prefix that
+        /// reaches it (or all of it). The cut is what keeps a query
+        /// exact: a document that meets τ holds a signature of it.
+        #[test]
+        fn the_segment_order_holds_every_signature_fewest_segments_first(
+            signatures in prop::collection::btree_map(any::<u64>(), (1u64..4, any::<u8>(), prop::option::of(0u64..50)), 0..120),
+            visited in 0u64..10,
+            stop in 0u64..300,
+        ) {
+            let mut ranks = Ranks { lengths: Default::default(), listed: KeyFilter::sized(signatures.len()) };
+            let mut masks = SegmentMasks::sized_in(signatures.len(), 1);
+            let blocks = masks.cells.len() / SegmentMasks::BLOCK;
+            for (&hash, &(_, bits, length)) in &signatures {
+                let (a, b) = SegmentMasks::cells_of(blocks, hash);
+                masks.cells[a] |= bits;
+                masks.cells[b] |= bits;
+                if let Some(length) = length {
+                    ranks.lengths.insert(hash, length);
+                    ranks.listed.insert(hash);
+                }
+            }
+            let input: Vec<(u64, u64)> = signatures.iter().map(|(&hash, &(weight, ..))| (hash, weight)).collect();
+            let uncut = ranks.order_by_segments(input.iter().copied(), visited, &masks, |_| false);
+            let mut sorted = uncut.clone();
+            sorted.sort_unstable();
+            prop_assert_eq!(&sorted, &input);
+            let named: Vec<u32> = uncut.iter().map(|&(hash, _)| masks.get(hash).count_ones()).collect();
+            prop_assert!(named.windows(2).all(|w| w[0] <= w[1]), "{:?}", named);
+            let cut = ranks.order_by_segments(input.iter().copied(), visited, &masks, |v| v >= stop);
+            let mut weight = visited;
+            let reach = uncut
+                .iter()
+                .position(|&(_, w)| {
+                    let done = weight >= stop;
+                    weight += w;
+                    done
+                })
+                .unwrap_or(uncut.len());
+            prop_assert_eq!(&cut[..], &uncut[..reach]);
         }
     }
 
