@@ -208,7 +208,7 @@ impl Ranks {
         // Every signature's mask read first, in a loop with nothing else
         // in it, so that their cache misses overlap; each kept as the
         // number of segments it names (0 to 8).
-        let mut counts = std::mem::take(&mut buffers.masks);
+        let mut counts = std::mem::take(&mut buffers.counts);
         for (hash, _) in signatures.clone() {
             segment_masks.prefetch(hash);
         }
@@ -247,7 +247,7 @@ impl Ranks {
             order = self.rank_into(classed.iter().copied(), visited, &enough, &mut buffers);
             visited += order[before..].iter().map(|&(_, weight)| weight).sum::<u64>();
         }
-        buffers.masks = counts;
+        buffers.counts = counts;
         buffers.classed = classed;
         RANK_BUFFERS.with(|b| b.set(buffers.kept()));
         order
@@ -330,7 +330,7 @@ struct RankBuffers {
     order: Vec<(u64, u64)>,
     /// [`Ranks::order_by_segments`]: the number of segments each
     /// signature's mask names, and the signatures of one such number.
-    masks: Vec<u8>,
+    counts: Vec<u8>,
     classed: Vec<(u64, u64)>,
 }
 
@@ -342,7 +342,7 @@ impl RankBuffers {
             words: kept(self.words),
             listed: kept(self.listed),
             order: kept(self.order),
-            masks: kept(self.masks),
+            counts: kept(self.counts),
             classed: kept(self.classed),
         }
     }
@@ -1682,19 +1682,27 @@ impl Searcher {
     ) -> Result<(), IndexError> {
         let &Plan { query, measure, window, pruning, order, alone, masks, .. } = plan;
         let SegmentBuffers { lists, walk, candidates, verify, selected, .. } = buffers;
-        // Masks come with full pruning only, whose order reaches the δ1
-        // break: a document that can meet τ holds one of its signatures.
-        // When the masks name this segment for none of them, none of its
-        // documents holds one, and the segment is not visited (with
-        // SpotSigs at 1M pages in five segments, three visits of four of
-        // single queries; ARCHITECTURE.md).
-        if let Some(masks) = masks {
-            let bit = SegmentMasks::bit(position);
-            if masks.iter().all(|&m| m & bit == 0) {
-                stats.lists_skipped += query.distinct();
-                return Ok(());
+        // The positions in the order of the signatures whose masks name
+        // this segment: the only ones it looks up, since no document of it
+        // holds the others. Masks come with full pruning only, whose order
+        // reaches the δ1 break, so a document that can meet τ holds one of
+        // its signatures: when the masks name the segment for none of
+        // them, the segment is not visited (with SpotSigs at 1M pages in
+        // five segments, three visits of four of single queries;
+        // ARCHITECTURE.md).
+        let selected = match masks {
+            Some(masks) => {
+                let bit = SegmentMasks::bit(position);
+                selected.clear();
+                selected.extend(masks.iter().enumerate().filter(|&(_, &m)| m & bit != 0).map(|(n, _)| n));
+                if selected.is_empty() {
+                    stats.lists_skipped += query.distinct();
+                    return Ok(());
+                }
+                Some(&*selected)
             }
-        }
+            None => None,
+        };
         // Ordinals are in ascending multiset length, so for the multiset
         // measures the window is an ordinal range and lists ascend in
         // length. Under set Jaccard the length is the distinct count, which
@@ -1722,25 +1730,21 @@ impl Searcher {
         // break before any later list.
         let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
         let enough = |visited| alone + visited >= stop;
-        let LookedUp { absent, skipped } = weighted_lists(order, enough, lists, |signatures, each| match masks {
-            // Only the signatures whose masks name this segment go to the
-            // look-up: no document of it holds the others. The order puts
-            // the signatures the fewest segments hold first, so each
-            // segment's share of it is small, and every signature handed
-            // over costs an entry in each of the look-up's stages.
-            Some(masks) => {
-                let bit = SegmentMasks::bit(position);
-                selected.clear();
-                selected.extend((0..signatures.len()).filter(|&n| masks.get(n).is_none_or(|&m| m & bit != 0)));
-                let hashes = selected.iter().map(|&n| Some(signatures[n].0));
-                let selected = &*selected;
+        let LookedUp { absent, skipped } = weighted_lists(order, enough, lists, |signatures, each| match selected {
+            // The selected signatures before the cut go to the look-up. The
+            // order puts the signatures the fewest segments hold first, so
+            // each segment's share of it is small, and every signature
+            // handed over costs an entry in each of the look-up's stages.
+            Some(selected) => {
+                let selected = &selected[..selected.partition_point(|&n| n < signatures.len())];
+                let hashes = selected.iter().map(|&n| signatures[n].0);
                 segment.posting_lists_each(hashes, |at, list| {
                     if let Some(&n) = selected.get(at) {
                         each(n, list);
                     }
                 })
             }
-            None => segment.posting_lists_each(signatures.iter().map(|&(hash, _)| Some(hash)), each),
+            None => segment.posting_lists_each(signatures.iter().map(|&(hash, _)| hash), each),
         })?;
         let absent = absent + alone;
         // Signatures past the cut of the order are skipped as well.

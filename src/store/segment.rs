@@ -2012,19 +2012,21 @@ impl<B: AsRef<[u8]>> Segment<B> {
         hashes: impl IntoIterator<Item = Option<u64>>,
     ) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
         let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
-        self.lists_collected(&self.directory, kinds, hashes.into_iter().collect())
+        self.lists_collected(&self.directory, kinds, &hashes.into_iter().collect::<Vec<_>>())
     }
 
-    /// [`Segment::posting_lists`] handed to `each` with their positions in
-    /// `hashes`, found lists only, in order, rather than collected: the
-    /// query's path, which keeps them in a vector of its own.
+    /// [`Segment::posting_lists`] of `hashes` (each looked up; a caller
+    /// that knows this segment lacks one leaves it out) handed to `each`
+    /// with their positions in `hashes`, found lists only, in order, rather
+    /// than collected: the query's path, which keeps them in a vector of
+    /// its own.
     ///
     /// # Errors
     /// As [`Segment::posting_list`]; `each` has then seen the lists before
     /// the damaged one.
     pub fn posting_lists_each<'s>(
         &'s self,
-        hashes: impl IntoIterator<Item = Option<u64>>,
+        hashes: impl IntoIterator<Item = u64>,
         each: impl FnMut(usize, PostingList<'s>),
     ) -> Result<(), IndexError> {
         let kinds = (SectionKind::PostingKeys, SectionKind::PostingOffsets, SectionKind::PostingData);
@@ -2039,19 +2041,24 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// As [`Segment::band_list`].
     pub fn band_lists(&self, keys: &[u64]) -> Result<Vec<Option<PostingList<'_>>>, IndexError> {
         let kinds = (SectionKind::BandKeys, SectionKind::BandOffsets, SectionKind::BandData);
-        self.lists_collected(&self.band_directory, kinds, keys.iter().copied().map(Some).collect())
+        self.lists_collected(&self.band_directory, kinds, &keys.iter().copied().map(Some).collect::<Vec<_>>())
     }
 
     /// [`Segment::lists_in_stages`] collected: the list of each of
-    /// `hashes`, or `None`.
+    /// `hashes`, or `None` (always for a `None`, which is not looked up).
     fn lists_collected<'s>(
         &'s self,
         directory: &'s std::sync::OnceLock<KeyDirectory>,
         kinds: (SectionKind, SectionKind, SectionKind),
-        hashes: Vec<Option<u64>>,
+        hashes: &[Option<u64>],
     ) -> Result<Vec<Option<PostingList<'s>>>, IndexError> {
         let mut lists: Vec<Option<PostingList<'s>>> = hashes.iter().map(|_| None).collect();
-        self.lists_in_stages(directory, kinds, hashes, |i, list| lists[i] = Some(list))?;
+        let held: Vec<usize> = (0..hashes.len()).filter(|&i| hashes[i].is_some()).collect();
+        self.lists_in_stages(directory, kinds, hashes.iter().flatten().copied(), |at, list| {
+            if let Some(slot) = held.get(at).and_then(|&i| lists.get_mut(i)) {
+                *slot = Some(list);
+            }
+        })?;
         Ok(lists)
     }
 
@@ -2063,7 +2070,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         &'s self,
         directory: &'s std::sync::OnceLock<KeyDirectory>,
         (key_kind, offsets_kind, data_kind): (SectionKind, SectionKind, SectionKind),
-        hashes: impl IntoIterator<Item = Option<u64>>,
+        hashes: impl IntoIterator<Item = u64>,
         mut each: impl FnMut(usize, PostingList<'s>),
     ) -> Result<(), IndexError> {
         let (keys, directory) = self.keys_and_directory(directory, key_kind);
@@ -2071,21 +2078,14 @@ impl<B: AsRef<[u8]>> Segment<B> {
         // segments each make one set).
         let StageBuffers { mut ranges, mut positions, mut entries } = STAGE_BUFFERS.with(std::cell::Cell::take);
         // Each hash's directory entry asked for, then each hash with its
-        // bucket's key range (`None`: no directory). A hash left out gets
-        // the empty range at once; the others hold `None` until the second
-        // loop reads their entries.
+        // bucket's key range (`None`: no directory), read by a second loop.
         ranges.clear();
-        ranges.extend(hashes.into_iter().map(|hash| match hash {
-            Some(hash) => {
-                directory.prefetch(hash);
-                (hash, None)
-            }
-            None => (0, Some(0..0)),
+        ranges.extend(hashes.into_iter().map(|hash| {
+            directory.prefetch(hash);
+            (hash, None)
         }));
         for (hash, range) in &mut ranges {
-            if range.is_none() {
-                *range = directory.range(*hash);
-            }
+            *range = directory.range(*hash);
         }
         // A bucket's keys and their offsets entries are both contiguous
         // (a few entries: mostly one cache line), so the entries are
@@ -2097,8 +2097,9 @@ impl<B: AsRef<[u8]>> Segment<B> {
                 super::mmap::prefetch_line(offsets, range.start * width);
             }
         }
-        // An empty range (a hash left out, or one its bucket's sub-bits
-        // rule out: most of a query's in most segments) has no position.
+        // An empty range (a hash its bucket's sub-bits rule out: most of
+        // a query's in most segments, when no segment masks are read) has
+        // no position.
         positions.clear();
         positions.extend(ranges.drain(..).map(|(hash, range)| match range {
             Some(range) if range.is_empty() => None,
