@@ -2645,9 +2645,9 @@ impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
         if self.failed {
             return None;
         }
-        let key = self.iter.peek()?;
+        // One read of the key: `next` moves on past it.
         let i = self.iter.index();
-        self.iter.next();
+        let key = self.iter.next()?;
         if key > self.hi {
             return None;
         }
