@@ -1161,16 +1161,18 @@ impl KeyDirectory {
                 0 => 0,
                 _ => (first as u64).checked_shl(64 - bits).map_or(0, |lo| keys.lower_bound(lo)),
             };
-            for key in keys.iter_from(from) {
+            let walk = keys.try_walk_from::<std::convert::Infallible>(from, |_, key| {
                 match Self::bucket(bits, key).checked_sub(first).and_then(|i| own.get_mut(i)) {
                     Some(entry) => {
                         entry[0] += 1;
                         entry[1] |= Self::sub_bit(bits, key);
+                        Ok(true)
                     }
                     // Past this part's buckets (or, damaged, before them).
-                    None => break,
+                    None => Ok(false),
                 }
-            }
+            });
+            let Ok(()) = walk;
         };
         let own = &mut entries[..buckets];
         if per_part >= buckets {
@@ -1457,11 +1459,36 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// # Errors
     /// [`IndexError::Corrupted`] when the keys do not ascend.
     pub fn for_each_posting_key_between(&self, lo: u64, hi: u64, mut f: impl FnMut(u64)) -> Result<(), IndexError> {
-        let mut keys = self.posting_keys_between(lo, hi);
-        while let Some(next) = keys.next_key() {
-            f(next?.1);
-        }
-        Ok(())
+        self.walk_posting_keys_between(lo, hi, |_, key| {
+            f(key);
+            Ok(())
+        })
+    }
+
+    /// Calls `f(i, k)` with each posting key `k`, `lo <= k <= hi`, and its
+    /// index `i`, ascending: the keys checked to ascend as
+    /// [`PostingKeys`] checks them, walked a bucket at a time
+    /// ([`Keys::try_walk_from`]).
+    #[inline]
+    fn walk_posting_keys_between(
+        &self,
+        lo: u64,
+        hi: u64,
+        mut f: impl FnMut(usize, u64) -> Result<(), IndexError>,
+    ) -> Result<(), IndexError> {
+        let keys = self.keys(SectionKind::PostingKeys);
+        let mut last: Option<u64> = None;
+        keys.try_walk_from(keys.lower_bound(lo), |i, key| {
+            if key > hi {
+                return Ok(false);
+            }
+            if last.is_some_and(|last| key <= last) {
+                return Err(self.corrupted(SectionKind::PostingKeys, keys.offset_of(i), "posting keys not ascending"));
+            }
+            last = Some(key);
+            f(i, key)?;
+            Ok(true)
+        })
     }
 
     /// Calls `f` with each posting key `k`, `lo <= k <= hi`, ascending,
@@ -1481,12 +1508,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         mut f: impl FnMut(u64, Option<u32>, usize) -> Result<(), IndexError>,
     ) -> Result<(), IndexError> {
         let offsets = self.section(SectionKind::PostingOffsets);
-        let mut keys = self.posting_keys_between(lo, hi);
-        while let Some(next) = keys.next_key() {
-            let (i, key) = next?;
-            f(key, self.inline_only(offsets, i), i)?;
-        }
-        Ok(())
+        self.walk_posting_keys_between(lo, hi, |i, key| f(key, self.inline_only(offsets, i), i))
     }
 
     /// The only ordinal of posting key `i`'s list when it is an inline

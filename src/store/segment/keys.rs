@@ -251,6 +251,39 @@ impl<'a> Keys<'a> {
         Iter { keys: *self, next: i, bucket, bucket_end: self.start(bucket + 1) }
     }
 
+    /// Calls `f(i, key)` for each key `i` from index `from` on, in index
+    /// order, until it returns `Ok(false)` or an error (which is
+    /// returned): [`Keys::iter_from`] a bucket at a time, the bucket's
+    /// bits and end found once for all its keys rather than checked at
+    /// each. Keys past a damaged directory's last start are walked as
+    /// the iterator reads them.
+    #[inline]
+    pub(super) fn try_walk_from<E>(
+        &self,
+        from: usize,
+        mut f: impl FnMut(usize, u64) -> Result<bool, E>,
+    ) -> Result<(), E> {
+        let last = 1usize << self.t;
+        let (mut bucket, mut i) = (self.bucket_of_index(from), from);
+        while i < self.count {
+            let (high, end) = match self.t {
+                0 => (0, self.count),
+                t if bucket < last => ((bucket as u64) << (64 - t), self.start(bucket + 1)),
+                // Past the directory: the iterator's last bucket, whose
+                // bits are shifted out.
+                _ => (0, self.count),
+            };
+            while i < end {
+                if !f(i, high | self.low(i))? {
+                    return Ok(());
+                }
+                i += 1;
+            }
+            bucket += 1;
+        }
+        Ok(())
+    }
+
     /// Whether the directory starts at 0, ascends and ends at the key
     /// count (always, without one).
     pub(super) fn directory_is_sound(&self) -> bool {
@@ -319,6 +352,23 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The first `take` keys [`Keys::try_walk_from`] walks from `from`,
+    /// with their indices.
+    fn walked(section: &Keys<'_>, from: usize, take: usize) -> Vec<(usize, u64)> {
+        let mut seen = Vec::new();
+        let walk = section.try_walk_from(from, |i, key| {
+            seen.push((i, key));
+            Ok::<_, ()>(seen.len() < take)
+        });
+        assert_eq!(walk, Ok(()));
+        seen
+    }
+
+    /// The keys [`Keys::iter_from`] reads from `from`, with their indices.
+    fn iterated(section: &Keys<'_>, from: usize) -> Vec<(usize, u64)> {
+        section.iter_from(from).enumerate().map(|(i, key)| (from + i, key)).collect()
+    }
+
     proptest! {
         /// Every form reads back the keys it was written from: by index, in
         /// order from any index, by look-up (present and absent keys) and
@@ -345,7 +395,13 @@ mod tests {
             for (i, &key) in keys.iter().enumerate().step_by(7) {
                 prop_assert_eq!(section.get(i), key);
                 prop_assert_eq!(section.iter_from(i).collect::<Vec<_>>(), keys[i..].to_vec());
+                prop_assert_eq!(walked(&section, i, usize::MAX), iterated(&section, i));
+                // Stopping after a few keys, possibly inside a bucket.
+                prop_assert_eq!(walked(&section, i, 3), iterated(&section, i).into_iter().take(3).collect::<Vec<_>>());
                 prop_assert_eq!(section.position_in(section.bucket(key), key), Some(i));
+            }
+            if !keys.is_empty() {
+                prop_assert_eq!(section.try_walk_from(0, |_, _| Err::<bool, u8>(7)), Err(7));
             }
             for probe in probes.into_iter().chain(keys.iter().map(|k| k.wrapping_add(1))) {
                 let expected = keys.partition_point(|&k| k < probe);
@@ -386,6 +442,9 @@ mod tests {
                 let _ = (section.get(i), section.lower_bound(key), section.position_in(section.bucket(key), key));
             }
             assert!(section.iter_from(0).count() <= keys.len());
+            for from in [0, 1, 1_000, 1_998, 1_999, 2_000] {
+                assert_eq!(walked(&section, from, usize::MAX), iterated(&section, from), "start {at} set to {value}");
+            }
         }
         assert!(Keys::new(&bytes[..100], 8).is_none(), "shorter than its directory");
         assert!(Keys::new(&bytes[..bytes.len() - 1], 8).is_none(), "not whole keys");
