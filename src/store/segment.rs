@@ -1482,13 +1482,23 @@ impl<B: AsRef<[u8]>> Segment<B> {
             if key > hi {
                 return Ok(false);
             }
-            if last.is_some_and(|last| key <= last) {
-                return Err(self.corrupted(SectionKind::PostingKeys, keys.offset_of(i), "posting keys not ascending"));
-            }
-            last = Some(key);
+            self.ascending_posting_key(&mut last, i, key)?;
             f(i, key)?;
             Ok(true)
         })
+    }
+
+    /// Checks that posting key `i`, `key`, comes after `last` (the key
+    /// before it in a walk, if any), which it then becomes: the check of
+    /// both walks, [`PostingKeys`] and [`Segment::walk_posting_keys_between`].
+    #[inline]
+    fn ascending_posting_key(&self, last: &mut Option<u64>, i: usize, key: u64) -> Result<(), IndexError> {
+        if last.is_some_and(|last| key <= last) {
+            let offset = self.keys(SectionKind::PostingKeys).offset_of(i);
+            return Err(self.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending"));
+        }
+        *last = Some(key);
+        Ok(())
     }
 
     /// Calls `f` with each posting key `k`, `lo <= k <= hi`, ascending,
@@ -2673,12 +2683,10 @@ impl<B: AsRef<[u8]>> PostingKeys<'_, B> {
         if key > self.hi {
             return None;
         }
-        if self.last.is_some_and(|last| key <= last) {
+        if let Err(e) = self.segment.ascending_posting_key(&mut self.last, i, key) {
             self.failed = true;
-            let offset = self.segment.keys(SectionKind::PostingKeys).offset_of(i);
-            return Some(Err(self.segment.corrupted(SectionKind::PostingKeys, offset, "posting keys not ascending")));
+            return Some(Err(e));
         }
-        self.last = Some(key);
         Some(Ok((i, key)))
     }
 }

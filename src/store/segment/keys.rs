@@ -266,12 +266,12 @@ impl<'a> Keys<'a> {
         let last = 1usize << self.t;
         let (mut bucket, mut i) = (self.bucket_of_index(from), from);
         while i < self.count {
-            let (high, end) = match self.t {
-                0 => (0, self.count),
-                t if bucket < last => ((bucket as u64) << (64 - t), self.start(bucket + 1)),
-                // Past the directory: the iterator's last bucket, whose
-                // bits are shifted out.
-                _ => (0, self.count),
+            let (high, end) = if self.t > 0 && bucket < last {
+                ((bucket as u64) << (64 - self.t), self.start(bucket + 1))
+            } else {
+                // No directory, or past a damaged one's last start (the
+                // iterator's last bucket, whose bits are shifted out).
+                (0, self.count)
             };
             while i < end {
                 if !f(i, high | self.low(i))? {
