@@ -1778,15 +1778,29 @@ impl<B: AsRef<[u8]>> Segment<B> {
     pub fn vector(&self, ordinal: u32) -> Result<SignatureVector, IndexError> {
         let entry = self.entry(ordinal)?;
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
-        let hashes = self.section(SectionKind::Hashes);
         let freqs = self.freqs_of(first, distinct);
-        let mut out_freqs = Vec::with_capacity(distinct);
-        for j in 0..distinct {
-            out_freqs.push(self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?);
-        }
-        let out_hashes = (0..distinct).map(|j| le_u64(hashes, (first + j) * 8)).collect();
-        SignatureVector::from_sorted(out_hashes, out_freqs)
+        // One-byte frequencies with no escape among them (most vectors)
+        // are widened in one loop; otherwise entry by entry, each escape
+        // looked up and a zero an error.
+        let out_freqs = if self.version >= 3 && freqs.len() == distinct && !freqs.contains(&0) {
+            freqs.iter().map(|&freq| u32::from(freq)).collect()
+        } else {
+            let mut out_freqs = Vec::with_capacity(distinct);
+            for j in 0..distinct {
+                out_freqs.push(self.freq_in(freqs, first, j).ok_or_else(|| self.zero_frequency(first + j))?);
+            }
+            out_freqs
+        };
+        SignatureVector::from_sorted(self.hashes_of(first, distinct), out_freqs)
             .ok_or_else(|| self.corrupted(SectionKind::Hashes, entry.first as usize * 8, "vector not strictly sorted"))
+    }
+
+    /// The hashes of vector entries `first..first + distinct`, decoded in
+    /// one loop over their bytes (a range [`Segment::entry`] checked; past
+    /// the section, fewer, which no vector accepts).
+    fn hashes_of(&self, first: usize, distinct: usize) -> Vec<u64> {
+        let bytes = self.section(SectionKind::Hashes).get(first * 8..(first + distinct) * 8).unwrap_or_default();
+        bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default())).collect()
     }
 
     /// The vector of the document at `ordinal` as `measure` sees it: under
@@ -1803,9 +1817,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
         let entry = self.entry(ordinal)?;
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
-        let hashes = self.section(SectionKind::Hashes);
-        let out_hashes = (0..distinct).map(|j| le_u64(hashes, (first + j) * 8)).collect();
-        SignatureVector::from_sorted(out_hashes, vec![1; distinct])
+        SignatureVector::from_sorted(self.hashes_of(first, distinct), vec![1; distinct])
             .ok_or_else(|| self.corrupted(SectionKind::Hashes, first * 8, "vector not strictly sorted"))
     }
 
