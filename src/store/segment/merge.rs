@@ -241,7 +241,9 @@ fn merge_table<B: AsRef<[u8]>>(
     let bits = (total / KEYS_PER_RANGE).max(1).ilog2().min(32);
     // Batches are whole ranges: both are cut by the keys' top bits.
     let batch_bits = batches.max(1).ilog2().min(bits);
-    let mut cursors: Vec<_> = sources.iter().map(|s| s.keys(key_kind).iter_from(0)).collect();
+    // Per source, the index of its next key and the last key read (its
+    // keys are walked a bucket at a time, each read once).
+    let mut next_key = vec![0usize; sources.len()];
     let mut previous: Vec<Option<u64>> = vec![None; sources.len()];
     // Per source, (key, start and end in `arena`) of its lists in a batch,
     // and how many of them the ranges have taken.
@@ -260,19 +262,18 @@ fn merge_table<B: AsRef<[u8]>>(
         let batch_end = end_of(batch, batch_bits);
         arena.clear();
         for (s, source) in sources.iter().enumerate() {
-            let (cursor, map) = (&mut cursors[s], &maps[s]);
-            lists[s].clear();
+            let (keys, map) = (source.keys(key_kind), &maps[s]);
+            let (own_lists, last, next) = (&mut lists[s], &mut previous[s], &mut next_key[s]);
+            own_lists.clear();
             taken[s] = 0;
-            while let Some(key) = cursor.peek() {
+            keys.try_walk_from(*next, |at, key| {
                 if batch_end.is_some_and(|end| key >= end) {
-                    break;
+                    return Ok(false);
                 }
-                let at = cursor.index();
-                if previous[s].is_some_and(|p| p >= key) {
-                    let offset = source.keys(key_kind).offset_of(at);
-                    return Err(source.corrupted(key_kind, offset, "keys not strictly ascending"));
+                if last.is_some_and(|p| p >= key) {
+                    return Err(source.corrupted(key_kind, keys.offset_of(at), "keys not strictly ascending"));
                 }
-                previous[s] = Some(key);
+                *last = Some(key);
                 let start = arena.len();
                 let iter = match source.list_in_place(offsets, data, at)? {
                     PostingList::Single(ordinal) => super::PostingIter::Single(Some(ordinal)),
@@ -293,9 +294,10 @@ fn merge_table<B: AsRef<[u8]>>(
                 let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(arena.len())) else {
                     return Err(source.corrupted(data, at, "more ordinals in a merge batch than it can hold"));
                 };
-                lists[s].push((key, start, end));
-                cursor.next();
-            }
+                own_lists.push((key, start, end));
+                *next = at + 1;
+                Ok(true)
+            })?;
         }
         let first_range = batch << (bits - batch_bits);
         for range in first_range..first_range + (1u64 << (bits - batch_bits)) {
@@ -464,5 +466,26 @@ mod tests {
         assert!(matches!(error, IndexError::Corrupted { .. }), "{error}");
         // Another band count is refused too.
         assert!(merge_segments(3, 4, &[&good], |_| false).is_err());
+    }
+
+    #[test]
+    fn a_source_whose_keys_repeat_is_an_error() {
+        let docs: Vec<SegmentDoc> = (0..50).map(|id| doc(id, &[(id, 1), (id + 1, 2)], &[id, 3])).collect();
+        let good = build_segment_file(1, 2, docs.clone()).to_bytes();
+        let source = Segment::parse(good.as_slice(), "good").unwrap();
+        // 51 keys: none dropped, eight bytes each; the second made the
+        // first's, with the lists left as they are.
+        let (offset, length, _) = source.sections[SectionKind::PostingKeys as usize - 1];
+        assert_eq!((source.keys(SectionKind::PostingKeys).dropped(), length), (0, 51 * 8));
+        let mut repeated = good.clone();
+        repeated.copy_within(offset..offset + 8, offset + 8);
+        // The section's checksum made to match: only the walk can tell.
+        let crc = crc32fast::hash(&repeated[offset..offset + length]);
+        let entry = super::super::HEADER_LEN + (SectionKind::PostingKeys as usize - 1) * super::super::TABLE_ENTRY_LEN;
+        repeated[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+        let repeated = Segment::parse(repeated.as_slice(), "repeated").unwrap();
+        let error = merge_segments(2, 2, &[&repeated], |_| false).unwrap_err();
+        assert!(error.to_string().contains("keys not strictly ascending"), "{error}");
+        assert!(merge_segments(2, 2, &[&source], |_| false).is_ok());
     }
 }
