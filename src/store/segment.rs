@@ -2719,6 +2719,18 @@ impl<B: AsRef<[u8]>> Iterator for PostingKeys<'_, B> {
     }
 }
 
+/// Gives section `kind` of the segment file `bytes` the checksum of the
+/// bytes it now holds (its place read from its table entry), so that only
+/// the checks past the checksums can tell a change made to it (tests of
+/// damage the checksums would otherwise catch first).
+#[cfg(test)]
+fn match_checksum(bytes: &mut [u8], kind: SectionKind) {
+    let entry = HEADER_LEN + (kind as usize - 1) * TABLE_ENTRY_LEN;
+    let (offset, length) = (le_u64(bytes, entry + 8) as usize, le_u64(bytes, entry + 16) as usize);
+    let crc = crc32fast::hash(&bytes[offset..offset + length]);
+    bytes[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2947,10 +2959,7 @@ mod tests {
         // With checksums made to match, only the cross-checks can tell.
         let rechecksummed = |mut damaged: Vec<u8>| {
             for kind in [SectionKind::Freqs, SectionKind::FreqEscapes] {
-                let (offset, length, _) = seg.sections[kind as usize - 1];
-                let crc = crc32fast::hash(&damaged[offset..offset + length]);
-                let entry = HEADER_LEN + (kind as usize - 1) * TABLE_ENTRY_LEN;
-                damaged[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+                match_checksum(&mut damaged, kind);
             }
             Segment::parse(damaged, "seg").unwrap().verify().unwrap_err().to_string()
         };
@@ -3094,12 +3103,10 @@ mod tests {
         // and give the section a matching checksum: only the cross-check
         // can tell.
         let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
-        let (offset, length, _) = seg.sections[SectionKind::Lengths as usize - 1];
+        let (offset, _, _) = seg.sections[SectionKind::Lengths as usize - 1];
         let mut damaged = bytes.clone();
         damaged[offset + 24..offset + 32].copy_from_slice(&2u64.to_le_bytes());
-        let crc = crc32fast::hash(&damaged[offset..offset + length]);
-        let entry = HEADER_LEN + (SectionKind::Lengths as usize - 1) * TABLE_ENTRY_LEN;
-        damaged[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+        match_checksum(&mut damaged, SectionKind::Lengths);
         let seg = Segment::parse(damaged.as_slice(), "seg").unwrap();
         let err = seg.verify().unwrap_err();
         assert!(err.to_string().contains("length directory disagrees"), "{err}");
@@ -3580,9 +3587,7 @@ mod tests {
         let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
         let (offset, length, _) = seg.sections[SectionKind::Fingerprints as usize - 1];
         let rechecksummed = |mut damaged: Vec<u8>| {
-            let crc = crc32fast::hash(&damaged[offset..offset + length]);
-            let entry = HEADER_LEN + (SectionKind::Fingerprints as usize - 1) * TABLE_ENTRY_LEN;
-            damaged[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+            match_checksum(&mut damaged, SectionKind::Fingerprints);
             Segment::parse(damaged, "seg").unwrap().verify().unwrap_err().to_string()
         };
         let mut damaged = bytes.clone();

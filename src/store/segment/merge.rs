@@ -480,9 +480,7 @@ mod tests {
         let mut repeated = good.clone();
         repeated.copy_within(offset..offset + 8, offset + 8);
         // The section's checksum made to match: only the walk can tell.
-        let crc = crc32fast::hash(&repeated[offset..offset + length]);
-        let entry = super::super::HEADER_LEN + (SectionKind::PostingKeys as usize - 1) * super::super::TABLE_ENTRY_LEN;
-        repeated[entry + 4..entry + 8].copy_from_slice(&crc.to_le_bytes());
+        super::super::match_checksum(&mut repeated, SectionKind::PostingKeys);
         let repeated = Segment::parse(repeated.as_slice(), "repeated").unwrap();
         let error = merge_segments(2, 2, &[&repeated], |_| false).unwrap_err();
         assert!(error.to_string().contains("keys not strictly ascending"), "{error}");
