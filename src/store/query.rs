@@ -244,7 +244,7 @@ impl Ranks {
             classed.extend(members);
             buffers.order = order;
             let before = buffers.order.len();
-            order = self.rank_into(classed.iter().copied(), visited, &enough, &mut buffers);
+            order = self.rank_into(&classed, visited, &enough, &mut buffers);
             visited += order[before..].iter().map(|&(_, weight)| weight).sum::<u64>();
         }
         buffers.counts = counts;
@@ -257,7 +257,7 @@ impl Ranks {
     /// counted as processed.
     fn rank(
         &self,
-        signatures: impl ExactSizeIterator<Item = (u64, u64)> + Clone,
+        signatures: impl Iterator<Item = (u64, u64)>,
         visited: u64,
         enough: impl Fn(u64) -> bool,
     ) -> Vec<(u64, u64)> {
@@ -266,7 +266,10 @@ impl Ranks {
         // per-thread cache); `order` goes back after the query
         // ([`give_back_order`]).
         let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
-        let order = self.rank_into(signatures, visited, enough, &mut buffers);
+        let mut classed = std::mem::take(&mut buffers.classed);
+        classed.extend(signatures);
+        let order = self.rank_into(&classed, visited, enough, &mut buffers);
+        buffers.classed = classed;
         RANK_BUFFERS.with(|b| b.set(buffers.kept()));
         order
     }
@@ -275,7 +278,7 @@ impl Ranks {
     /// they held, extended (its scratch vectors are emptied first).
     fn rank_into(
         &self,
-        signatures: impl ExactSizeIterator<Item = (u64, u64)> + Clone,
+        signatures: &[(u64, u64)],
         mut visited: u64,
         enough: impl Fn(u64) -> bool,
         buffers: &mut RankBuffers,
@@ -285,22 +288,31 @@ impl Ranks {
         // The lengths of the others are read from the map only if the
         // unlisted ones do not make the weight (often they do): a filter
         // false positive then counts as listed with length 0.
-        let RankBuffers { words, listed, order, .. } = buffers;
+        // A block of words at a time: the order is often cut within the
+        // first block of a query's many signatures (a word-3-shingle join
+        // probe's of two segments), and the blocks past the cut are never
+        // read.
+        const BLOCK: usize = 64;
+        let RankBuffers { listed, order, .. } = buffers;
         let mut order = std::mem::take(order);
-        words.clear();
         listed.clear();
-        signatures.clone().for_each(|(hash, _)| self.listed.prefetch(hash));
-        words.extend(signatures.clone().map(|(hash, _)| self.listed.load(hash)));
         order.reserve(signatures.len());
-        for ((hash, weight), &word) in signatures.zip(words.iter()) {
-            if enough(visited) {
-                return order;
+        for block in signatures.chunks(BLOCK) {
+            block.iter().for_each(|&(hash, _)| self.listed.prefetch(hash));
+            let mut words = [0u64; BLOCK];
+            for (word, &(hash, _)) in words.iter_mut().zip(block) {
+                *word = self.listed.load(hash);
             }
-            if KeyFilter::admits(word, hash) {
-                listed.push((0, hash, weight));
-            } else {
-                order.push((hash, weight));
-                visited += weight;
+            for (&word, &(hash, weight)) in words.iter().zip(block) {
+                if enough(visited) {
+                    return order;
+                }
+                if KeyFilter::admits(word, hash) {
+                    listed.push((0, hash, weight));
+                } else {
+                    order.push((hash, weight));
+                    visited += weight;
+                }
             }
         }
         if enough(visited) {
@@ -325,7 +337,6 @@ impl Ranks {
 /// thread from one query to the next, empty between queries.
 #[derive(Default)]
 struct RankBuffers {
-    words: Vec<u64>,
     listed: Vec<(u64, u64, u64)>,
     order: Vec<(u64, u64)>,
     /// [`Ranks::order_by_segments`]: the number of segments each
@@ -339,7 +350,6 @@ impl RankBuffers {
     fn kept(self) -> Self {
         use super::kept_for_reuse as kept;
         RankBuffers {
-            words: kept(self.words),
             listed: kept(self.listed),
             order: kept(self.order),
             counts: kept(self.counts),
@@ -2638,7 +2648,52 @@ mod tests {
         }
     }
 
+    /// The shortest prefix of `order` whose weight, after `visited`,
+    /// reaches `stop` before its last signature (all of it if none).
+    fn reaching(order: &[(u64, u64)], visited: u64, stop: u64) -> &[(u64, u64)] {
+        let mut weight = visited;
+        let reach = order
+            .iter()
+            .position(|&(_, w)| {
+                let done = weight >= stop;
+                weight += w;
+                done
+            })
+            .unwrap_or(order.len());
+        &order[..reach]
+    }
+
     proptest! {
+        /// A query's rarity order, read a block of the `listed` filter's
+        /// words at a time: uncut, the signatures the filter rules out in
+        /// the query's order, then the others by estimated length (0 for
+        /// a filter false positive), ties by hash; cut by a weight, the
+        /// uncut order's shortest prefix that reaches it (or all of it).
+        #[test]
+        fn the_rarity_order_is_unlisted_first_then_by_length(
+            signatures in prop::collection::btree_map(any::<u64>(), (1u64..4, prop::option::of(0u64..50)), 0..300),
+            visited in 0u64..10,
+            stop in 0u64..600,
+        ) {
+            let listed_count = signatures.values().filter(|(_, length)| length.is_some()).count();
+            let mut ranks = Ranks { lengths: Default::default(), listed: KeyFilter::sized(listed_count) };
+            for (&hash, &(_, length)) in &signatures {
+                if let Some(length) = length {
+                    ranks.lengths.insert(hash, length);
+                    ranks.listed.insert(hash);
+                }
+            }
+            let input: Vec<(u64, u64)> = signatures.iter().map(|(&hash, &(weight, _))| (hash, weight)).collect();
+            let (unlisted, mut listed): (Vec<_>, Vec<_>) =
+                input.iter().partition(|&&(hash, _)| !ranks.listed.may_hold(hash));
+            listed.sort_by_key(|&(hash, weight)| (ranks.lengths.get(&hash).copied().unwrap_or(0), hash, weight));
+            let expected: Vec<(u64, u64)> = unlisted.into_iter().chain(listed).collect();
+            let uncut = ranks.rank(input.iter().copied(), visited, |_| false);
+            prop_assert_eq!(&uncut, &expected);
+            let cut = ranks.rank(input.iter().copied(), visited, |v| v >= stop);
+            prop_assert_eq!(&cut[..], reaching(&expected, visited, stop));
+        }
+
         /// A query's order by the segments its masks name: uncut, every
         /// signature once, the number of segments named never falling;
         /// cut by a weight, the uncut order's shortest prefix that
@@ -2670,16 +2725,7 @@ mod tests {
             let named: Vec<u32> = uncut.iter().map(|&(hash, _)| masks.get(hash).count_ones()).collect();
             prop_assert!(named.windows(2).all(|w| w[0] <= w[1]), "{:?}", named);
             let cut = ranks.order_by_segments(input.iter().copied(), visited, &masks, |v| v >= stop);
-            let mut weight = visited;
-            let reach = uncut
-                .iter()
-                .position(|&(_, w)| {
-                    let done = weight >= stop;
-                    weight += w;
-                    done
-                })
-                .unwrap_or(uncut.len());
-            prop_assert_eq!(&cut[..], &uncut[..reach]);
+            prop_assert_eq!(&cut[..], reaching(&uncut, visited, stop));
         }
     }
 

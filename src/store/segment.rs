@@ -1204,15 +1204,27 @@ impl KeyDirectory {
         crate::store::mmap::prefetch_line(&self.entries, Self::bucket(self.bits, key));
     }
 
-    /// The index range of keys that share `key`'s bucket (empty when the
-    /// mask rules the key out); `None` when the directory was not built.
+    /// The index range of keys of `key`'s bucket that may equal it (empty
+    /// when the mask rules the key out); `None` when the directory was
+    /// not built. The bucket's keys ascend, so its sub-buckets' keys come
+    /// one sub-bucket after another, and each sub-bucket the mask names
+    /// holds one key at least: the range leaves out one key for each
+    /// before `key`'s and one for each after it (at 1M pages a bucket
+    /// holds 8 to 16 keys, and a scan for a key that is there read half
+    /// of them).
     fn range(&self, key: u64) -> Option<std::ops::Range<usize>> {
         let b = Self::bucket(self.bits, key);
         let [start, mask] = *self.entries.get(b)?;
-        if mask & Self::sub_bit(self.bits, key) == 0 {
+        let bit = Self::sub_bit(self.bits, key);
+        if mask & bit == 0 {
             return Some(start as usize..start as usize);
         }
-        Some(start as usize..self.entries.get(b + 1)?[0] as usize)
+        let end = self.entries.get(b + 1)?[0] as usize;
+        let below = (mask & (bit - 1)).count_ones() as usize;
+        let above = (mask & !(bit | (bit - 1))).count_ones() as usize;
+        // (Clamped, whatever a damaged section counted.)
+        let from = (start as usize + below).min(end);
+        Some(from..end.saturating_sub(above).max(from))
     }
 }
 
