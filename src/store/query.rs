@@ -140,8 +140,10 @@ impl Ranks {
         };
         // The signatures held by no other document come first, whatever
         // their hash. The filter is read a block of signatures at a time:
-        // the block's words first, in a loop with nothing else in it, so
-        // that their cache misses overlap; then tested with no branch on
+        // the block's words first (with the join's blocks, and each
+        // signature's count of segments from the same line), in a loop
+        // with nothing else in it, so that their cache misses overlap;
+        // then tested with no branch on
         // the outcome. Once the weight held by none makes `enough`, the
         // order is empty whatever the rest holds (every source's δ1 break
         // is certain before its first list), so the rest is never read.
@@ -152,36 +154,71 @@ impl Ranks {
         const BLOCK: usize = 128;
         let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
         for &(hash, _) in signatures.iter().take(BLOCK) {
-            shared.filter.prefetch(hash);
+            shared.keys.prefetch(hash);
         }
         let mut held_by_none = 0;
         let mut kept = 0;
+        // With the join's blocks and segments to order by, each kept
+        // signature's count of segments is read from the line its filter
+        // word came in ([`JoinBlocks`]), into `counts`.
+        let joined = match &shared.keys {
+            SharedKeys::Blocks(blocks) if by_segments => Some(blocks),
+            _ => None,
+        };
+        let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
+        let mut counts = std::mem::take(&mut buffers.counts);
+        if joined.is_some() {
+            counts.resize(signatures.len(), 0);
+        }
         for start in (0..signatures.len()).step_by(BLOCK) {
             let end = signatures.len().min(start + BLOCK);
             // The next block's words asked for while this one's are read.
             for &(hash, _) in signatures.iter().skip(end).take(BLOCK) {
-                shared.filter.prefetch(hash);
+                shared.keys.prefetch(hash);
             }
             let mut words = [0u64; BLOCK];
-            for (word, &(hash, _)) in words.iter_mut().zip(&signatures[start..end]) {
-                *word = shared.filter.load(hash);
+            let mut named = [0u8; BLOCK];
+            match joined {
+                Some(blocks) => {
+                    for ((word, named), &(hash, _)) in words.iter_mut().zip(&mut named).zip(&signatures[start..end]) {
+                        (*word, *named) = blocks.word_and_count(hash);
+                    }
+                }
+                None => {
+                    for (word, &(hash, _)) in words.iter_mut().zip(&signatures[start..end]) {
+                        *word = shared.keys.load(hash);
+                    }
+                }
             }
-            for (i, &word) in (start..end).zip(&words) {
+            for ((i, &word), &named) in (start..end).zip(&words).zip(&named) {
                 let (hash, weight) = signatures[i];
                 let may = KeyFilter::admits(word, hash);
                 held_by_none += if may { 0 } else { weight };
                 signatures[kept] = (hash, weight);
+                if let Some(count) = counts.get_mut(kept) {
+                    *count = named;
+                }
                 kept += usize::from(may);
             }
             if enough(held_by_none) {
+                buffers.counts = counts;
+                RANK_BUFFERS.with(|b| b.set(buffers.kept()));
                 return (Vec::new(), held_by_none);
             }
         }
         signatures.truncate(kept);
-        let order = if by_segments {
-            self.order_by_segments(signatures.iter().copied(), held_by_none, &shared.masks, enough)
-        } else {
-            self.rank(signatures.iter().copied(), held_by_none, enough)
+        counts.truncate(kept);
+        let order = match joined {
+            Some(_) => self.order_by_counts(signatures.iter().copied(), counts, held_by_none, enough, buffers),
+            None => {
+                buffers.counts = counts;
+                RANK_BUFFERS.with(|b| b.set(buffers.kept()));
+                if by_segments {
+                    self.order_by_segments(signatures.iter().copied(), held_by_none, &shared.keys, enough)
+                } else {
+                    self.rank(signatures.iter().copied(), held_by_none, enough)
+                }
+            }
         };
         (order, held_by_none)
     }
@@ -200,8 +237,8 @@ impl Ranks {
     fn order_by_segments(
         &self,
         signatures: impl Iterator<Item = (u64, u64)> + Clone,
-        mut visited: u64,
-        segment_masks: &SegmentMasks,
+        visited: u64,
+        segment_masks: &impl SegmentSets,
         enough: impl Fn(u64) -> bool,
     ) -> Vec<(u64, u64)> {
         let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
@@ -210,9 +247,23 @@ impl Ranks {
         // number of segments it names (0 to 8).
         let mut counts = std::mem::take(&mut buffers.counts);
         for (hash, _) in signatures.clone() {
-            segment_masks.prefetch(hash);
+            segment_masks.prefetch_segments(hash);
         }
-        counts.extend(signatures.clone().map(|(hash, _)| segment_masks.get(hash).count_ones() as u8));
+        counts.extend(signatures.clone().map(|(hash, _)| segment_masks.segments(hash).count_ones() as u8));
+        self.order_by_counts(signatures, counts, visited, enough, buffers)
+    }
+
+    /// [`Ranks::order_by_segments`] with each signature's count of
+    /// segments in `counts`, and the thread's buffers taken (`counts`
+    /// goes back to them, and they to the thread).
+    fn order_by_counts(
+        &self,
+        signatures: impl Iterator<Item = (u64, u64)> + Clone,
+        counts: Vec<u8>,
+        mut visited: u64,
+        enough: impl Fn(u64) -> bool,
+        mut buffers: RankBuffers,
+    ) -> Vec<(u64, u64)> {
         let present = counts.iter().fold(0u16, |present, &count| present | 1 << count);
         // Count by count, fewest first, and each only while the ones
         // before have not made `enough` (most queries stop in the first
@@ -462,13 +513,14 @@ fn give_back_order(order: Vec<(u64, u64)>) {
 /// with small Bloom filters of the range's own in between.
 ///
 /// For each shared key it also keeps a superset of the segments that hold
-/// it ([`SegmentMasks`]): a probe looks a shared signature up only in
+/// it (as [`SegmentMasks`] do): a probe looks a shared signature up only in
 /// those. Three in four of the join's look-ups in an index of six segments
-/// used to find nothing.
+/// used to find nothing. With several sources the filter and those
+/// segment sets share their cache lines ([`JoinBlocks`]).
 #[derive(Debug)]
 pub(super) struct SharedSignatures {
-    filter: KeyFilter,
-    masks: SegmentMasks,
+    /// The filter, and the segments that may hold each shared key.
+    keys: SharedKeys,
     /// For each document of each segment (from `bases[position]` on), how
     /// many of its signatures no document after it in the join's order
     /// holds, at least: those with an inline one-document list that no
@@ -672,26 +724,21 @@ impl SharedSignatures {
         let scale = |n: usize| (n * ranges).div_ceil(sampled.len().max(1));
         let keys = scale(sampled.iter().map(|f| f.0).sum());
         let incidences = keys + scale(sampled.iter().map(|f| f.1).sum());
-        let mut filter = KeyFilter::sized_in(keys, ranges);
-        let mut masks = SegmentMasks::sized_in(incidences, ranges);
+        let mut joined = JoinBlocks::sized_in(keys, incidences, ranges);
         let (bases, counters) = Self::bases(sources);
-        let (words, blocks) = (filter.words.len(), masks.cells.len() / SegmentMasks::BLOCK);
-        let (words_per_range, cells_per_range) = (words / ranges, masks.cells.len() / ranges);
-        filter
-            .words
-            .par_chunks_mut(words_per_range)
-            .zip(masks.cells.par_chunks_mut(cells_per_range))
-            .enumerate()
-            .try_for_each_init(filters, |local, (range, (own_words, own_cells))| {
+        let blocks = joined.blocks;
+        let blocks_per_range = blocks / ranges;
+        joined.block_words_mut().par_chunks_mut(blocks_per_range * JoinBlocks::WORDS).enumerate().try_for_each_init(
+            filters,
+            |local, (range, own_blocks)| {
                 first_pass(range, local)?;
                 let RangeFilters { met, keys, starts, staged, members, holders, .. } = local;
-                let (word_base, cell_base) = (range * words_per_range, range * cells_per_range);
+                let block_base = range * blocks_per_range;
                 // Fresh pages: written before any read, so that none is
                 // first mapped to the shared zero page and then copied on
                 // its first write (a fault and a flush of both cores' TLBs
                 // each).
-                own_words.fill(0);
-                own_cells.fill(0);
+                own_blocks.fill(0);
                 let mut all_counts = counters.mine();
                 let mut read = [(0u64, false, false); Self::STAGED];
                 for (((&(source, bit), &(base, documents)), last_in_order), from) in
@@ -746,19 +793,21 @@ impl SharedSignatures {
                             WorkerCounts::count(counts, last);
                             // All ones when `shared` holds the key, else zero.
                             let keep = 0u64.wrapping_sub(u64::from(held));
-                            KeyFilter::set_in_range(own_words, words, word_base, key, mask & keep);
-                            let (a, b) = SegmentMasks::cells_of(blocks, key);
-                            for at in [a, b] {
-                                if let Some(cell) = at.checked_sub(cell_base).and_then(|i| own_cells.get_mut(i)) {
-                                    *cell |= bit & keep as u8;
-                                }
-                            }
+                            JoinBlocks::set_in_range(
+                                own_blocks,
+                                blocks,
+                                block_base,
+                                key,
+                                mask & keep,
+                                bit & keep as u8,
+                            );
                         }
                     }
                 }
                 Ok::<(), IndexError>(())
-            })?;
-        Ok(SharedSignatures { filter, masks, held_last: counters.summed(), bases })
+            },
+        )?;
+        Ok(SharedSignatures { keys: SharedKeys::Blocks(joined), held_last: counters.summed(), bases })
     }
 
     /// Where each source's counts start in `held_last` and how many it
@@ -864,7 +913,7 @@ impl SharedSignatures {
                 read_block(staged, counts)
             },
         )?;
-        Ok(SharedSignatures { filter, masks: SegmentMasks::default(), held_last: counters.summed(), bases })
+        Ok(SharedSignatures { keys: SharedKeys::Filter(filter), held_last: counters.summed(), bases })
     }
 
     /// How many signatures of the document at `place` (its segment's
@@ -1227,6 +1276,212 @@ impl SegmentMasks {
         }
         let (a, b) = self.cells(key);
         self.cells[a] & self.cells[b]
+    }
+}
+
+/// Which segments may hold a key, as a query's order reads it: the
+/// snapshot's [`SegmentMasks`], or a self-join's [`SharedKeys`].
+trait SegmentSets {
+    /// Asks for the cache line that [`SegmentSets::segments`] reads for
+    /// `key`.
+    fn prefetch_segments(&self, key: u64);
+
+    /// A superset of the bits of the segments that hold `key`.
+    fn segments(&self, key: u64) -> u8;
+}
+
+impl SegmentSets for SegmentMasks {
+    fn prefetch_segments(&self, key: u64) {
+        self.prefetch(key);
+    }
+
+    fn segments(&self, key: u64) -> u8 {
+        self.get(key)
+    }
+}
+
+/// The keys several documents may hold, as a self-join's probes read
+/// them: a [`KeyFilter`] when one source lists every key (every shared key
+/// is in its one segment), else [`JoinBlocks`], each key's filter word and
+/// segment cells in one cache line.
+#[derive(Debug)]
+enum SharedKeys {
+    Filter(KeyFilter),
+    Blocks(JoinBlocks),
+}
+
+impl SharedKeys {
+    /// Asks for the cache line of `key`'s filter word (and under
+    /// [`SharedKeys::Blocks`] its segment cells).
+    fn prefetch(&self, key: u64) {
+        match self {
+            SharedKeys::Filter(filter) => filter.prefetch(key),
+            SharedKeys::Blocks(blocks) => blocks.prefetch(key),
+        }
+    }
+
+    /// `key`'s filter word ([`KeyFilter::admits`] tests it).
+    fn load(&self, key: u64) -> u64 {
+        match self {
+            SharedKeys::Filter(filter) => filter.load(key),
+            SharedKeys::Blocks(blocks) => blocks.word(key),
+        }
+    }
+
+    /// False only if `key` was never inserted.
+    #[cfg(test)]
+    fn may_hold(&self, key: u64) -> bool {
+        KeyFilter::admits(self.load(key), key)
+    }
+}
+
+impl SegmentSets for SharedKeys {
+    /// `key`'s block under [`SharedKeys::Blocks`]; nothing under
+    /// [`SharedKeys::Filter`].
+    fn prefetch_segments(&self, key: u64) {
+        if let SharedKeys::Blocks(blocks) = self {
+            blocks.prefetch(key);
+        }
+    }
+
+    /// Every segment under [`SharedKeys::Filter`].
+    fn segments(&self, key: u64) -> u8 {
+        match self {
+            SharedKeys::Filter(_) => u8::MAX,
+            SharedKeys::Blocks(blocks) => blocks.segments(key),
+        }
+    }
+}
+
+/// A self-join's [`KeyFilter`] and [`SegmentMasks`] in one: a key picks a
+/// 64-byte block by its top bits (one cache line: eight words, the first
+/// at a line's start), and in it one of two filter words (four bits set,
+/// as [`KeyFilter::mask`]) and two of 48 one-byte segment cells, the
+/// other six words' bytes (as [`SegmentMasks`]). A probe reads the filter
+/// word of each of its signatures and then the segment cells of those the
+/// filter keeps, most of them: in one line, that is one cache miss a
+/// signature instead of two (ARCHITECTURE.md, "The filter and the masks in
+/// one line"). Sized for 12 bits a shared key and two cells a (key,
+/// segment) incidence, whichever needs more blocks.
+#[derive(Debug)]
+struct JoinBlocks {
+    /// The blocks' words, from `start` on, and up to seven before them:
+    /// a `u64` vector is aligned to eight bytes only, and the blocks start
+    /// where a cache line does. Zeroed by the allocator, so that no page
+    /// is written before a range's build writes it.
+    words: Vec<u64>,
+    start: usize,
+    blocks: usize,
+}
+
+impl JoinBlocks {
+    /// Words a block.
+    const WORDS: usize = 8;
+    /// Filter words a block, its first.
+    const FILTER: usize = 3;
+    /// Segment cells a block: the bytes of its other words.
+    const CELLS: usize = (Self::WORDS - Self::FILTER) * 8;
+
+    /// Blocks for about `keys` shared keys and `incidences` (key,
+    /// segment) pairs, a count that `ranges` (a power of two) divides: the
+    /// keys of each of `ranges` equal ranges of their top bits then have
+    /// blocks of their own.
+    fn sized_in(keys: usize, incidences: usize, ranges: usize) -> JoinBlocks {
+        let by_keys = (keys * 12).div_ceil(Self::FILTER * 64);
+        let by_cells = (incidences * 2).div_ceil(Self::CELLS);
+        let blocks = by_keys.max(by_cells).max(1).next_multiple_of(ranges);
+        let words = vec![0u64; blocks * Self::WORDS + Self::WORDS - 1];
+        let start = words.as_ptr().align_offset(64).min(Self::WORDS - 1);
+        JoinBlocks { words, start, blocks }
+    }
+
+    /// The blocks' words, a block's eight after another's.
+    fn block_words_mut(&mut self) -> &mut [u64] {
+        let (start, end) = (self.start, self.start + self.blocks * Self::WORDS);
+        self.words.get_mut(start..end).unwrap_or_default()
+    }
+
+    /// The block of `key` in `blocks` blocks: the key scaled to the count
+    /// (so chosen by its top bits).
+    fn block_of(blocks: usize, key: u64) -> usize {
+        ((u128::from(key) * blocks as u128) >> 64) as usize
+    }
+
+    /// The index among its block's words of `key`'s filter word: one of the
+    /// first two, by a bit of the remix that [`KeyFilter::mask`] takes
+    /// none of.
+    fn word_in(key: u64) -> usize {
+        let bits = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8) & 0xFFFF_FFFF;
+        ((bits * Self::FILTER as u64) >> 32) as usize
+    }
+
+    /// `key`'s two cells in its block (possibly one), each as the index of
+    /// its word in the block and its shift in the word.
+    fn cells_in(key: u64) -> [(usize, u32); 2] {
+        let h = key.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        let cell = |x: u64| {
+            let c = (((x & 0xFFFF_FFFF) * Self::CELLS as u64) >> 32) as usize;
+            (Self::FILTER + c / 8, (c % 8) as u32 * 8)
+        };
+        [cell(h >> 32), cell(h)]
+    }
+
+    /// Sets `bits` in `key`'s filter word and `segments` in its two cells:
+    /// `key` when they are its [`KeyFilter::mask`] and its segment's bit,
+    /// nothing when they are zero (with no branch on which). `own` holds
+    /// the words of one key range's blocks of `blocks` blocks, from block
+    /// `base` on (a key outside them: none).
+    fn set_in_range(own: &mut [u64], blocks: usize, base: usize, key: u64, bits: u64, segments: u8) {
+        let Some(at) = Self::block_of(blocks, key).checked_sub(base).map(|b| b * Self::WORDS) else {
+            return;
+        };
+        if let Some(block) = own.get_mut(at..at + Self::WORDS) {
+            block[Self::word_in(key)] |= bits;
+            for (word, shift) in Self::cells_in(key) {
+                block[word] |= u64::from(segments) << shift;
+            }
+        }
+    }
+
+    /// Where `key`'s block starts in `words`.
+    fn at(&self, key: u64) -> usize {
+        self.start + Self::block_of(self.blocks, key) * Self::WORDS
+    }
+
+    /// Asks for the cache line of `key`'s block.
+    fn prefetch(&self, key: u64) {
+        super::mmap::prefetch_line(&self.words, self.at(key));
+    }
+
+    /// `key`'s filter word (all ones with no blocks).
+    fn word(&self, key: u64) -> u64 {
+        self.words.get(self.at(key) + Self::word_in(key)).copied().unwrap_or(u64::MAX)
+    }
+
+    /// `key`'s filter word and the number of segments its cells name,
+    /// read from its block at once (all ones and eight with no blocks).
+    #[inline]
+    fn word_and_count(&self, key: u64) -> (u64, u8) {
+        let at = self.at(key);
+        let [(a, sa), (b, sb)] = Self::cells_in(key);
+        match self.words.get(at..at + Self::WORDS).and_then(|block| <&[u64; Self::WORDS]>::try_from(block).ok()) {
+            Some(block) => {
+                let cells = (block[a % Self::WORDS] >> sa) as u8 & (block[b % Self::WORDS] >> sb) as u8;
+                (block[Self::word_in(key) % Self::WORDS], cells.count_ones() as u8)
+            }
+            None => (u64::MAX, 8),
+        }
+    }
+
+    /// A superset of the segment bits set with `key` (every segment with
+    /// no blocks).
+    fn segments(&self, key: u64) -> u8 {
+        let at = self.at(key);
+        let [(a, sa), (b, sb)] = Self::cells_in(key);
+        match (self.words.get(at + a), self.words.get(at + b)) {
+            (Some(&x), Some(&y)) => (x >> sa) as u8 & (y >> sb) as u8,
+            _ => u8::MAX,
+        }
     }
 }
 
@@ -1656,13 +1911,13 @@ impl Searcher {
         // `WarmUp::Pages` has built the snapshot's masks.
         let mut buffers = SegmentBuffers::take();
         let mut masks = std::mem::take(&mut buffers.masks);
-        let segment_masks = match (shared, after) {
+        let segment_masks: Option<&dyn SegmentSets> = match (shared, after) {
             _ if pruning != Pruning::Full => None,
-            (Some(shared), Some(_)) => Some(&shared.masks),
-            _ => self.state.segment_masks.get(),
+            (Some(shared), Some(_)) => Some(&shared.keys),
+            _ => self.state.segment_masks.get().map(|masks| masks as &dyn SegmentSets),
         };
         if let Some(segment_masks) = segment_masks {
-            masks.extend(order.iter().map(|&(hash, _)| segment_masks.get(hash)));
+            masks.extend(order.iter().map(|&(hash, _)| segment_masks.segments(hash)));
         }
         let plan = Plan {
             query,
@@ -2418,7 +2673,8 @@ pub(super) fn query_staged(
 #[cfg(test)]
 mod tests {
     use super::{
-        recycled, KeyFilter, KeySource, RangeFilter, Ranks, SegmentBuffers, SegmentMasks, SharedSignatures, Similarity,
+        recycled, JoinBlocks, KeyFilter, KeySource, RangeFilter, Ranks, SegmentBuffers, SegmentMasks, SegmentSets,
+        SharedKeys, SharedSignatures, Similarity,
     };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
@@ -2464,9 +2720,9 @@ mod tests {
             let mut extra_bits = 0;
             for key in &expected {
                 let bits = holding[key];
-                prop_assert!(shared.filter.may_hold(*key), "{key:#x}");
+                prop_assert!(shared.keys.may_hold(*key), "{key:#x}");
                 // A superset of the key's segments, never fewer.
-                let got = shared.masks.get(*key);
+                let got = shared.keys.segments(*key);
                 prop_assert_eq!(got & bits, bits, "{:#x}", key);
                 extra_bits += (got & !bits).count_ones() as usize;
             }
@@ -2477,19 +2733,40 @@ mod tests {
                 // sources; the bound leaves room for small samples.
                 prop_assert!(extra_bits * 5 <= expected.len() * 2 + 50, "{extra_bits} extra of {}", expected.len());
             } else if listing == 1 {
-                // One source lists every key: no masks, which say so.
-                prop_assert!(shared.masks.cells.is_empty());
+                // One source lists every key: no masks, which say every
+                // segment.
+                prop_assert!(matches!(shared.keys, SharedKeys::Filter(_)));
+                prop_assert_eq!(shared.keys.segments(expected.first().copied().unwrap_or(1)), u8::MAX);
             }
             let alone: Vec<u64> = holders.iter().filter(|(_, &n)| n == 1).map(|(&k, _)| k).collect();
-            let false_positives = alone.iter().filter(|&&k| shared.filter.may_hold(k)).count();
+            if let SharedKeys::Blocks(joined) = &shared.keys {
+                // The probes' one read of a block gives what the two
+                // reads give.
+                for &key in expected.iter().chain(&alone) {
+                    prop_assert_eq!(joined.word_and_count(key), (joined.word(key), joined.segments(key).count_ones() as u8));
+                }
+            }
+            let false_positives = alone.iter().filter(|&&k| shared.keys.may_hold(k)).count();
             // At least 1,024 words and about 12 bits a shared key: few
             // false positives.
             prop_assert!(false_positives * 10 <= alone.len().max(20), "{false_positives} of {}", alone.len());
             // Sized for the shared keys, not for every key: at most the
-            // floor of a word a range or about 12 bits a shared key.
-            let words = shared.filter.words.len();
+            // floor of a word (or block) a range, or about 12 bits a shared
+            // key, or (blocks) about two cells a key and source that lists it.
             let floor = 1 << SharedSignatures::RANGE_BITS;
-            prop_assert!(words <= floor || words * 64 <= (expected.len() + 64) * 14, "{words} words, {} keys", expected.len());
+            let incidences: usize = expected.iter().map(|k| sources.iter().filter(|s| s.binary_search_by_key(k, |e| e.0).is_ok()).count()).sum();
+            match &shared.keys {
+                SharedKeys::Filter(filter) => {
+                    let words = filter.words.len();
+                    prop_assert!(words <= floor || words * 64 <= (expected.len() + 64) * 14, "{words} words, {} keys", expected.len());
+                }
+                SharedKeys::Blocks(joined) => {
+                    let blocks = joined.blocks;
+                    let by_keys = blocks * 128 <= (expected.len() + 64) * 14;
+                    let by_cells = blocks * JoinBlocks::CELLS <= (incidences + 64) * 5 / 2;
+                    prop_assert!(blocks <= floor || by_keys || by_cells, "{blocks} blocks, {} keys, {incidences} incidences", expected.len());
+                }
+            }
         }
     }
 
@@ -2753,36 +3030,56 @@ mod tests {
         assert_eq!(SegmentBuffers::take().walk.capacity(), 0);
     }
 
-    /// At a million keys in ranges of their own, the filter's size follows
-    /// the shared keys: those counted while building it, not every key;
-    /// sized from every range or from a sample of them.
+    /// At a million keys in ranges of their own, the join's blocks follow
+    /// the shared keys and the sources that list them: those counted
+    /// while building, not every key; sized from every range or from a
+    /// sample of them, by the filter's 12 bits a key or the cells' two a
+    /// (key, source), whichever needs more.
     #[test]
     fn the_filter_is_sized_by_the_shared_keys() {
         let spread = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut a: Vec<(u64, bool)> = (0..600_000).map(|k| (spread(k), false)).collect();
-        let mut b: Vec<(u64, bool)> = (400_000..1_000_000).map(|k| (spread(k), false)).collect();
-        a.sort_unstable();
-        b.sort_unstable();
+        let sorted = |keys: std::ops::Range<u64>, several: bool| {
+            let mut v: Vec<(u64, bool)> = keys.map(|k| (spread(k), several)).collect();
+            v.sort_unstable();
+            v
+        };
+        let (a, b) = (sorted(0..600_000, false), sorted(400_000..1_000_000, false));
         let sources: Vec<(KeySource<'_, Vec<u8>>, u8)> = vec![(KeySource::Sorted(&a), 1), (KeySource::Sorted(&b), 2)];
-        // 200,000 keys are in both: 37,500 words at 12 bits a key; two
-        // cells a key and source: 800,000 cells (in whole blocks of
-        // each range).
-        for (step, words_within, cells_within) in
-            [(1, 37_500..=39_000, 800_000..=870_000), (32, 34_000..=42_000, 720_000..=950_000)]
-        {
+        let blocks_of = |shared: &SharedSignatures| match &shared.keys {
+            SharedKeys::Blocks(joined) => joined.blocks,
+            SharedKeys::Filter(_) => 0,
+        };
+        // 200,000 keys are in both: 400,000 incidences at two cells each,
+        // 20,000 blocks (the filter's 12 bits a key would need 12,500), in
+        // whole blocks of each range.
+        for (step, blocks_within) in [(1, 20_000..=21_504), (32, 17_000..=24_000)] {
             let shared = SharedSignatures::of_sources_sampled(&sources, step, Similarity::MultisetJaccard).unwrap();
-            let words = shared.filter.words.len();
-            assert!(words_within.contains(&words), "step {step}: {words} words");
-            let cells = shared.masks.cells.len();
-            assert!(cells_within.contains(&cells), "step {step}: {cells} cells");
-            let held = (400_000..600_000).filter(|&k| shared.filter.may_hold(spread(k))).count();
+            let blocks = blocks_of(&shared);
+            assert!(blocks_within.contains(&blocks), "step {step}: {blocks} blocks");
+            let held = (400_000..600_000).filter(|&k| shared.keys.may_hold(spread(k))).count();
             assert_eq!(held, 200_000);
-            let alone = (0..400_000).chain(600_000..1_000_000).filter(|&k| shared.filter.may_hold(spread(k))).count();
+            let alone = (0..400_000).chain(600_000..1_000_000).filter(|&k| shared.keys.may_hold(spread(k))).count();
             assert!(alone < 8_000, "step {step}: {alone} of 800,000 keys held alone pass");
             for k in 400_000..600_000 {
-                assert_eq!(shared.masks.get(spread(k)) & 3, 3);
+                assert_eq!(shared.keys.segments(spread(k)) & 3, 3);
             }
         }
+        // Four sources list the same 200,000 keys: 800,000 incidences,
+        // 40,000 blocks.
+        let four: Vec<(KeySource<'_, Vec<u8>>, u8)> =
+            (0..4).map(|i| (KeySource::Sorted(&b[..200_000]), 1 << i)).collect();
+        let shared = SharedSignatures::of_sources_sampled(&four, 1, Similarity::MultisetJaccard).unwrap();
+        let blocks = blocks_of(&shared);
+        assert!((40_000..=41_984).contains(&blocks), "{blocks} blocks");
+        assert!(b[..200_000].iter().all(|&(k, _)| shared.keys.segments(k).count_ones() == 4));
+        // 200,000 keys each in one source, with lists of several
+        // documents: the filter needs more blocks than the cells, 12,500.
+        let (c, d) = (sorted(0..200_000, true), sorted(200_000..400_000, false));
+        let apart: Vec<(KeySource<'_, Vec<u8>>, u8)> = vec![(KeySource::Sorted(&c), 1), (KeySource::Sorted(&d), 2)];
+        let shared = SharedSignatures::of_sources_sampled(&apart, 1, Similarity::MultisetJaccard).unwrap();
+        let blocks = blocks_of(&shared);
+        assert!((12_500..=13_312).contains(&blocks), "{blocks} blocks");
+        assert!(c.iter().all(|&(k, _)| shared.keys.may_hold(k) && shared.keys.segments(k) & 1 == 1));
     }
 
     /// A segment whose posting keys do not ascend fails the build with a
@@ -2823,6 +3120,6 @@ mod tests {
             Similarity::MultisetJaccard,
         )
         .unwrap();
-        assert!(fine.filter.may_hold(5) && fine.filter.may_hold(3 << 62 | 9));
+        assert!(fine.keys.may_hold(5) && fine.keys.may_hold(3 << 62 | 9));
     }
 }
