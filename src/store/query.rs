@@ -1355,14 +1355,15 @@ impl SegmentSets for SharedKeys {
 
 /// A self-join's [`KeyFilter`] and [`SegmentMasks`] in one: a key picks a
 /// 64-byte block by its top bits (one cache line: eight words, the first
-/// at a line's start), and in it one of two filter words (four bits set,
-/// as [`KeyFilter::mask`]) and two of 48 one-byte segment cells, the
-/// other six words' bytes (as [`SegmentMasks`]). A probe reads the filter
-/// word of each of its signatures and then the segment cells of those the
-/// filter keeps, most of them: in one line, that is one cache miss a
-/// signature instead of two (ARCHITECTURE.md, "The filter and the masks in
-/// one line"). Sized for 12 bits a shared key and two cells a (key,
-/// segment) incidence, whichever needs more blocks.
+/// at a line's start), and in it one of the first three words for its
+/// filter bits (four set, as [`KeyFilter::mask`]) and two of the 40
+/// one-byte segment cells that the other five words' bytes are (as
+/// [`SegmentMasks`]). A probe needs the filter word of each of its
+/// signatures and the segment cells of those the filter keeps, most of
+/// them: in one line, that is one cache miss a signature instead of two,
+/// and one read ([`JoinBlocks::word_and_count`]; ARCHITECTURE.md, "The
+/// filter and the masks in one line"). Sized for 12 bits a shared key
+/// and two cells a (key, segment) incidence, whichever needs more blocks.
 #[derive(Debug)]
 struct JoinBlocks {
     /// The blocks' words, from `start` on, and up to seven before them:
@@ -1408,8 +1409,8 @@ impl JoinBlocks {
     }
 
     /// The index among its block's words of `key`'s filter word: one of the
-    /// first two, by a bit of the remix that [`KeyFilter::mask`] takes
-    /// none of.
+    /// first [`JoinBlocks::FILTER`], scaled from 32 bits of the remix below
+    /// the 24 that [`KeyFilter::mask`] takes.
     fn word_in(key: u64) -> usize {
         let bits = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8) & 0xFFFF_FFFF;
         ((bits * Self::FILTER as u64) >> 32) as usize
