@@ -1712,6 +1712,10 @@ struct Plan<'q> {
     /// With `alone`: for each signature of `order`, the bits of the
     /// segments that may hold it ([`SegmentMasks`]).
     masks: Option<&'q [u8]>,
+    /// The union of `masks`: a segment whose bit it lacks is not visited
+    /// (most segments of most queries, read from one byte rather than
+    /// from every signature's).
+    named: u8,
 }
 
 impl Plan<'_> {
@@ -1929,6 +1933,7 @@ impl Searcher {
             after,
             alone,
             masks: segment_masks.map(|_| masks.as_slice()),
+            named: masks.iter().fold(0, |named, &m| named | m),
         };
         // The segments' walks share one set of buffers.
         for (position, loaded) in self.state.segments.values().enumerate() {
@@ -1963,7 +1968,7 @@ impl Searcher {
         stats: &mut QueryStats,
         buffers: &mut SegmentBuffers<'s>,
     ) -> Result<(), IndexError> {
-        let &Plan { query, measure, window, pruning, order, alone, masks, .. } = plan;
+        let &Plan { query, measure, window, pruning, order, alone, masks, named, .. } = plan;
         let SegmentBuffers { lists, walk, candidates, verify, selected, .. } = buffers;
         // The positions in the order of the signatures whose masks name
         // this segment: the only ones it looks up, since no document of it
@@ -1977,7 +1982,9 @@ impl Searcher {
             Some(masks) => {
                 let bit = SegmentMasks::bit(position);
                 selected.clear();
-                selected.extend(masks.iter().enumerate().filter(|&(_, &m)| m & bit != 0).map(|(n, _)| n));
+                if named & bit != 0 {
+                    selected.extend(masks.iter().enumerate().filter(|&(_, &m)| m & bit != 0).map(|(n, _)| n));
+                }
                 if selected.is_empty() {
                     stats.lists_skipped += query.distinct();
                     return Ok(());
@@ -2663,8 +2670,17 @@ pub(super) fn query_staged(
     let mut sink = Sink::threshold(tau);
     let window = query_window(measure, len_q, tau, None);
     let order: Vec<(u64, u64)> = weights(query, measure).collect();
-    let plan =
-        Plan { query, measure, window, pruning: Pruning::Full, order: &order, after: None, alone: 0, masks: None };
+    let plan = Plan {
+        query,
+        measure,
+        window,
+        pruning: Pruning::Full,
+        order: &order,
+        after: None,
+        alone: 0,
+        masks: None,
+        named: 0,
+    };
     query_pending(docs, index, &plan, &mut sink, &mut QueryStats::default());
     let mut out = sink.matches;
     out.sort_unstable_by_key(|m| m.id);

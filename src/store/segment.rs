@@ -849,6 +849,9 @@ pub struct PackedList<'a> {
     /// The ordinals' bytes, `width` each.
     bytes: &'a [u8],
     width: usize,
+    /// The count byte: `bytes.len() / width`, kept rather than divided
+    /// out at each step of an iteration.
+    len: usize,
 }
 
 impl<'a> PackedList<'a> {
@@ -856,13 +859,14 @@ impl<'a> PackedList<'a> {
     /// list) and checks that its ordinals lie inside them.
     fn parse(bytes: &'a [u8], width: usize) -> Result<Self, &'static str> {
         let (&count, rest) = bytes.split_first().ok_or("packed list without its count")?;
-        let bytes = rest.get(..usize::from(count) * width).ok_or("packed list runs past its section")?;
-        Ok(PackedList { bytes, width })
+        let len = usize::from(count);
+        let bytes = rest.get(..len * width).ok_or("packed list runs past its section")?;
+        Ok(PackedList { bytes, width, len })
     }
 
     /// Number of ordinals.
     pub fn len(&self) -> usize {
-        self.bytes.len() / self.width
+        self.len
     }
 
     /// True for a list without ordinals (a writer never stores one).
