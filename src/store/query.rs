@@ -165,7 +165,7 @@ impl Ranks {
             SharedKeys::Blocks(blocks) if by_segments => Some(blocks),
             _ => None,
         };
-        let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
+        let mut buffers = RankBuffers::take();
         let mut counts = std::mem::take(&mut buffers.counts);
         if joined.is_some() {
             counts.resize(signatures.len(), 0);
@@ -202,7 +202,7 @@ impl Ranks {
             }
             if enough(held_by_none) {
                 buffers.counts = counts;
-                RANK_BUFFERS.with(|b| b.set(buffers.kept()));
+                buffers.give_back();
                 return (Vec::new(), held_by_none);
             }
         }
@@ -212,7 +212,7 @@ impl Ranks {
             Some(_) => self.order_by_counts(signatures.iter().copied(), counts, held_by_none, enough, buffers),
             None => {
                 buffers.counts = counts;
-                RANK_BUFFERS.with(|b| b.set(buffers.kept()));
+                buffers.give_back();
                 if by_segments {
                     self.order_by_segments(signatures.iter().copied(), held_by_none, &shared.keys, enough)
                 } else {
@@ -241,7 +241,7 @@ impl Ranks {
         segment_masks: &impl SegmentSets,
         enough: impl Fn(u64) -> bool,
     ) -> Vec<(u64, u64)> {
-        let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
+        let mut buffers = RankBuffers::take();
         // Every signature's mask read first, in a loop with nothing else
         // in it, so that their cache misses overlap; each kept as the
         // number of segments it names (0 to 8).
@@ -300,7 +300,7 @@ impl Ranks {
         }
         buffers.counts = counts;
         buffers.classed = classed;
-        RANK_BUFFERS.with(|b| b.set(buffers.kept()));
+        buffers.give_back();
         order
     }
 
@@ -316,12 +316,12 @@ impl Ranks {
         // cost three allocations a query, two of them past the allocator's
         // per-thread cache); `order` goes back after the query
         // ([`give_back_order`]).
-        let mut buffers = RANK_BUFFERS.with(std::cell::Cell::take);
+        let mut buffers = RankBuffers::take();
         let mut classed = std::mem::take(&mut buffers.classed);
         classed.extend(signatures);
         let order = self.rank_into(&classed, visited, enough, &mut buffers);
         buffers.classed = classed;
-        RANK_BUFFERS.with(|b| b.set(buffers.kept()));
+        buffers.give_back();
         order
     }
 
@@ -397,6 +397,18 @@ struct RankBuffers {
 }
 
 impl RankBuffers {
+    /// The thread's buffers (empty).
+    #[inline]
+    fn take() -> RankBuffers {
+        RANK_BUFFERS.with(std::cell::Cell::take)
+    }
+
+    /// Hands the buffers back to the thread, each emptied.
+    #[inline]
+    fn give_back(self) {
+        RANK_BUFFERS.with(|b| b.set(self.kept()));
+    }
+
     /// The buffers to keep, each emptied ([`super::kept_for_reuse`]).
     fn kept(self) -> Self {
         use super::kept_for_reuse as kept;
@@ -1454,22 +1466,37 @@ impl JoinBlocks {
         super::mmap::prefetch_line(&self.words, self.at(key));
     }
 
+    /// `key`'s block (none only with no blocks).
+    #[inline]
+    fn block(&self, key: u64) -> Option<&[u64; Self::WORDS]> {
+        let at = self.at(key);
+        self.words.get(at..at + Self::WORDS).and_then(|block| block.try_into().ok())
+    }
+
+    /// `key`'s filter word in its `block`.
+    #[inline]
+    fn word_of(block: &[u64; Self::WORDS], key: u64) -> u64 {
+        block[Self::word_in(key) % Self::WORDS]
+    }
+
+    /// The segment bits that `key`'s two cells in its `block` share.
+    #[inline]
+    fn cells_of(block: &[u64; Self::WORDS], key: u64) -> u8 {
+        let [(a, sa), (b, sb)] = Self::cells_in(key);
+        (block[a % Self::WORDS] >> sa) as u8 & (block[b % Self::WORDS] >> sb) as u8
+    }
+
     /// `key`'s filter word (all ones with no blocks).
     fn word(&self, key: u64) -> u64 {
-        self.words.get(self.at(key) + Self::word_in(key)).copied().unwrap_or(u64::MAX)
+        self.block(key).map_or(u64::MAX, |block| Self::word_of(block, key))
     }
 
     /// `key`'s filter word and the number of segments its cells name,
     /// read from its block at once (all ones and eight with no blocks).
     #[inline]
     fn word_and_count(&self, key: u64) -> (u64, u8) {
-        let at = self.at(key);
-        let [(a, sa), (b, sb)] = Self::cells_in(key);
-        match self.words.get(at..at + Self::WORDS).and_then(|block| <&[u64; Self::WORDS]>::try_from(block).ok()) {
-            Some(block) => {
-                let cells = (block[a % Self::WORDS] >> sa) as u8 & (block[b % Self::WORDS] >> sb) as u8;
-                (block[Self::word_in(key) % Self::WORDS], cells.count_ones() as u8)
-            }
+        match self.block(key) {
+            Some(block) => (Self::word_of(block, key), Self::cells_of(block, key).count_ones() as u8),
             None => (u64::MAX, 8),
         }
     }
@@ -1477,12 +1504,7 @@ impl JoinBlocks {
     /// A superset of the segment bits set with `key` (every segment with
     /// no blocks).
     fn segments(&self, key: u64) -> u8 {
-        let at = self.at(key);
-        let [(a, sa), (b, sb)] = Self::cells_in(key);
-        match (self.words.get(at + a), self.words.get(at + b)) {
-            (Some(&x), Some(&y)) => (x >> sa) as u8 & (y >> sb) as u8,
-            _ => u8::MAX,
-        }
+        self.block(key).map_or(u8::MAX, |block| Self::cells_of(block, key))
     }
 }
 
