@@ -759,6 +759,19 @@ fn sort_pairs(pairs: &mut [(u64, u32)]) {
     sort_buckets(pairs, &counts);
 }
 
+/// Where each bucket of sizes `counts` starts when they lie one after
+/// another.
+fn starts_of(counts: &[usize]) -> Vec<usize> {
+    counts
+        .iter()
+        .scan(0, |sum, &c| {
+            let start = *sum;
+            *sum += c;
+            Some(start)
+        })
+        .collect()
+}
+
 /// Puts each pair of `pairs` in its [`top_byte`] bucket, in place, and
 /// returns the buckets' sizes (a single bucket, unmoved, below 2^16
 /// pairs, which one sort handles as fast).
@@ -771,12 +784,7 @@ fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> Vec<usize> {
     for p in pairs.iter() {
         counts[bucket(p)] += 1;
     }
-    let mut starts = Vec::with_capacity(counts.len());
-    let mut sum = 0;
-    for &c in &counts {
-        starts.push(sum);
-        sum += c;
-    }
+    let starts = starts_of(&counts);
     // next[b]: the first position of bucket b not yet holding one of its
     // pairs; each swap puts one pair where it belongs. (Each swap waits
     // for the load before it: about 40 ns a pair at 10^8 pairs here, where
@@ -804,7 +812,10 @@ fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> Vec<usize> {
 /// Sorts each bucket of `pairs` (consecutive runs of `counts[b]` pairs,
 /// bucket `b` holding only keys that sort before bucket `b + 1`'s) on all
 /// cores (rayon), each by [`sort_bucket`]: the whole slice is then sorted.
+/// 256 counts are [`top_byte`] buckets; one is the unsorted input that
+/// [`partition_by_top_byte`] leaves whole.
 fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize]) {
+    let by_top_byte = counts.len() == 256;
     use rayon::prelude::*;
     let mut buckets = Vec::with_capacity(counts.len());
     let mut rest = pairs;
@@ -813,7 +824,7 @@ fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize]) {
         buckets.push(head);
         rest = tail;
     }
-    buckets.into_par_iter().for_each_init(BucketScratch::default, |scratch, b| sort_bucket(b, scratch));
+    buckets.into_par_iter().for_each_init(BucketScratch::default, |scratch, b| sort_bucket(b, by_top_byte, scratch));
 }
 
 /// A thread's buffers for [`sort_bucket`], kept from one bucket to the
@@ -826,19 +837,20 @@ struct BucketScratch {
 }
 
 /// Sorts one bucket of [`sort_buckets`]. When its keys share their top
-/// byte (a bucket of 256): a counting pass on the next `b` bits of the key (8 to 16, about a
-/// quarter of the bucket's size in groups) and a scatter into
-/// `scratch.pairs` group by group, then each group (a few pairs, keys
-/// uniform as hashes are) sorted on its own and the whole copied back.
+/// byte (`top_byte_bucket`): a counting pass on the next `b` bits of the
+/// key (8 to 16, about a quarter of the bucket's size in groups) and a
+/// scatter into `scratch.pairs` group by group, then each group (a few
+/// pairs, keys uniform as hashes are) sorted on its own and the whole
+/// copied back.
 /// Comparison sorting a bucket of 420,000 pairs (a 200,000-page
 /// word-3-shingle flush's) compares each pair about 19 times; this counts,
 /// places and copies back each once and sorts groups of a few pairs,
 /// which stay in the first-level cache. Any
 /// key distribution gives the right order (a skewed one only makes some
 /// groups larger, and each is sorted by the library's sort); small buckets,
-/// and any whose keys differ in their top byte, go to the library's sort.
-fn sort_bucket(bucket: &mut [(u64, u32)], scratch: &mut BucketScratch) {
-    if bucket.len() < 1 << 10 || bucket.len() > u32::MAX as usize {
+/// and any other, go to the library's sort.
+fn sort_bucket(bucket: &mut [(u64, u32)], top_byte_bucket: bool, scratch: &mut BucketScratch) {
+    if !top_byte_bucket || bucket.len() < 1 << 10 || bucket.len() > u32::MAX as usize {
         bucket.sort_unstable();
         return;
     }
@@ -849,17 +861,8 @@ fn sort_bucket(bucket: &mut [(u64, u32)], scratch: &mut BucketScratch) {
     let BucketScratch { pairs, groups } = scratch;
     groups.clear();
     groups.resize(1 << bits, 0);
-    // The groups are in key order only among keys of one top byte (any
-    // caller's single bucket of a few pairs may hold several).
-    let first = bucket[0].0;
-    let mut differs = 0;
     for &(key, _) in bucket.iter() {
         groups[group(key)] += 1;
-        differs |= key ^ first;
-    }
-    if differs >> 56 != 0 {
-        bucket.sort_unstable();
-        return;
     }
     let mut sum = 0u32;
     for start in groups.iter_mut() {
@@ -905,13 +908,8 @@ impl TopBytePlacer {
         for key in keys.flatten() {
             counts[top_byte(*key)] += 1;
         }
-        let mut next = Vec::with_capacity(counts.len());
-        let mut sum = 0;
-        for &c in &counts {
-            next.push(sum);
-            sum += c;
-        }
-        TopBytePlacer { pairs: vec![(0, 0); sum], counts, next }
+        let next = starts_of(&counts);
+        TopBytePlacer { pairs: vec![(0, 0); counts.iter().sum()], counts, next }
     }
 
     /// Writes `(key, ordinal)` into its bucket. Panics past the count
@@ -3241,8 +3239,9 @@ mod tests {
         for pairs in cases {
             let mut expected = pairs.clone();
             expected.sort_unstable();
+            let shared_top_byte = pairs.iter().all(|p| top_byte(p.0) == top_byte(pairs[0].0));
             let mut got = pairs;
-            sort_bucket(&mut got, &mut scratch);
+            sort_bucket(&mut got, shared_top_byte, &mut scratch);
             assert_eq!(got, expected);
         }
     }
