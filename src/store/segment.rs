@@ -305,9 +305,6 @@ fn build<'a>(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'a>>, widt
     // (a u64 and a u32, padded), where a map of bitmaps would cost about a
     // hundred.
     let total_entries: usize = docs.iter().map(|d| d.vector.distinct() as usize).sum();
-    // Each pair goes into its bucket as it is gathered (a document's
-    // hashes are distinct, so every pair once).
-    let mut postings = TopBytePlacer::for_keys(docs.iter().map(|d| d.vector.hashes()));
     sections[0].reserve_exact(docs.len() * DOC_ENTRY_LEN);
     // The hashes as they are in memory when that is their stored form.
     let borrow_hashes = cfg!(target_endian = "little");
@@ -340,15 +337,14 @@ fn build<'a>(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'a>>, widt
                 sections[2].extend_from_slice(&hash.to_le_bytes());
             }
             push_freq(sections.as_mut_slice(), entries + i as u64, freq);
-            postings.place(hash, ordinal);
         }
         entries += doc.vector.distinct();
         band_buckets.extend(doc.band_keys.iter().take(bands as usize).map(|&key| (key, ordinal)));
     }
     let doc_count = docs.len() as u32;
-    let (postings, counts) = postings.into_buckets();
+    let vectors: Vec<&[u64]> = docs.iter().map(|d| d.vector.hashes()).collect();
     let (posting_table, band_table) = rayon::join(
-        || write_bucketed_table(postings, &counts, doc_count),
+        || write_posting_table(&vectors, doc_count, PASS_PAIRS),
         || write_bitmap_table(band_buckets, doc_count),
     );
     let tables = Tables::place(&mut sections, posting_table, band_table);
@@ -604,6 +600,123 @@ impl Entry {
     }
 }
 
+/// The most `(hash, ordinal)` pairs [`write_posting_table`] holds at once
+/// (256 MiB of them), unless one top byte has more.
+const PASS_PAIRS: usize = 1 << 24;
+/// How many documents ahead [`write_posting_table`] asks for a vector's line.
+const AHEAD: usize = 16;
+
+/// The posting table of a flush: `vectors[o]` holds the sorted, distinct
+/// hashes of ordinal `o`. Its pairs are gathered a few [`top_byte`]
+/// buckets at a time, up to `pass_pairs` a pass: each pass takes from
+/// every vector, from where the pass before stopped, the hashes below its
+/// last bucket's end (the vectors are sorted), places each pair at its
+/// bucket's next position, sorts the buckets ([`sort_buckets`]) and
+/// writes their lists, while the next pass is gathered and sorted (two
+/// buffers). The buffers serve every pass, so a flush of 10^8
+/// pairs (a 200,000-page word-3-shingle one) fills 512 MiB of pairs
+/// instead of 1.7 GB of fresh memory, which this project's VM fills at
+/// about 0.3 GB/s (README, "What limits ingest on this machine"), and its
+/// peak memory is that much lower. Each pass visits every vector: the
+/// line it will read a few documents on is asked for ahead ([`AHEAD`]),
+/// since each visit is otherwise a cache miss and a page walk (passes of
+/// 2^22 pairs took 2.7–3.9 s a 200,000-page commit without, 1.4–3.0 s
+/// with; passes of 2^24 1.1–1.3 s). The table is the one
+/// [`write_bitmap_table`] makes of the same pairs.
+fn write_posting_table(vectors: &[&[u64]], doc_count: u32, pass_pairs: usize) -> TableWriter {
+    let mut counts = [0usize; 256];
+    for &hash in vectors.iter().flat_map(|v| v.iter()) {
+        counts[top_byte(hash)] += 1;
+    }
+    let total: usize = counts.iter().sum();
+    // The passes' buckets: at least one each, and more while they fit.
+    let mut passes = Vec::new();
+    let mut first = 0usize;
+    while first < counts.len() {
+        let mut end = first + 1;
+        while end < counts.len() && counts[first..=end].iter().sum::<usize>() <= pass_pairs {
+            end += 1;
+        }
+        passes.push(first..end);
+        first = end;
+    }
+    let mut cursors = vec![0usize; vectors.len()];
+    let (mut pairs, mut next_pairs) = (Vec::new(), Vec::new());
+    gather_pass(vectors, &counts, passes[0].clone(), &mut cursors, &mut pairs);
+    // The first pass's lists tell how many keys and bytes the rest will
+    // take (hashes are uniform in their top bits, and a list's bytes do
+    // not depend on its key): room for them is reserved once, with a
+    // margin, so that the sections are neither copied nor faulted in twice
+    // as they grow. A wrong guess only costs a copy.
+    let (keys, data) = table_bounds(&pairs, doc_count);
+    let scale = |n: usize| (n as f64 * total as f64 / pairs.len().max(1) as f64 * 1.05) as usize + 1024;
+    let mut table = TableWriter::new(doc_count, scale(keys), scale(data));
+    for i in 0..passes.len() {
+        // The next pass is gathered and sorted while this one's lists are
+        // written.
+        match passes.get(i + 1) {
+            Some(pass) => {
+                rayon::join(
+                    || write_lists(&mut table, &pairs),
+                    || gather_pass(vectors, &counts, pass.clone(), &mut cursors, &mut next_pairs),
+                );
+            }
+            None => write_lists(&mut table, &pairs),
+        }
+        std::mem::swap(&mut pairs, &mut next_pairs);
+    }
+    table
+}
+
+/// One pass of [`write_posting_table`]: the pairs of the buckets `pass`
+/// (of sizes `counts[pass]`), each vector's taken from `cursors[o]` on,
+/// placed into `pairs` bucket by bucket and sorted.
+fn gather_pass(
+    vectors: &[&[u64]],
+    counts: &[usize; 256],
+    pass: std::ops::Range<usize>,
+    cursors: &mut [usize],
+    pairs: &mut Vec<(u64, u32)>,
+) {
+    let own = &counts[pass.clone()];
+    let held: usize = own.iter().sum();
+    let mut next = starts_of(own);
+    // Every slot is written below (each hash of the pass once): the
+    // buffer is only zeroed where it grows.
+    if pairs.len() < held {
+        pairs.resize(held, (0, 0));
+    }
+    pairs.truncate(held);
+    for (ordinal, hashes) in vectors.iter().enumerate() {
+        // The vector a few documents on, where this pass will read it:
+        // each visit is a miss (and a page walk) otherwise.
+        if let Some(ahead) = vectors.get(ordinal + AHEAD) {
+            crate::store::mmap::prefetch_line(ahead, cursors[ordinal + AHEAD]);
+        }
+        let cursor = &mut cursors[ordinal];
+        let taken = hashes[*cursor..].iter().take_while(|&&h| top_byte(h) < pass.end);
+        let mut n = 0;
+        for &hash in taken {
+            let at = &mut next[top_byte(hash) - pass.start];
+            pairs[*at] = (hash, ordinal as u32);
+            *at += 1;
+            n += 1;
+        }
+        *cursor += n;
+    }
+    sort_buckets(pairs, own, true);
+}
+
+/// Writes the lists of `pairs` (sorted, distinct) into `table`.
+fn write_lists(table: &mut TableWriter, pairs: &[(u64, u32)]) {
+    let mut ordinals = Vec::new();
+    for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+        ordinals.clear();
+        ordinals.extend(run.iter().map(|p| p.1));
+        table.push(run[0].0, &ordinals);
+    }
+}
+
 /// Writes the keys of a bitmap table into `keys` and its lists into the
 /// returned writer (see [`TableWriter`]), from `(key, ordinal)` pairs in
 /// any order.
@@ -615,17 +728,12 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter
 /// [`write_bitmap_table`] of pairs already in their [`top_byte`] buckets
 /// (`counts`: the buckets' sizes, as [`sort_buckets`] takes them).
 fn write_bucketed_table(mut pairs: Vec<(u64, u32)>, counts: &[usize], doc_count: u32) -> TableWriter {
-    sort_buckets(&mut pairs, counts);
+    sort_buckets(&mut pairs, counts, counts.len() == 256);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
     let (keys, data) = table_bounds(&pairs, doc_count);
     let mut table = TableWriter::new(doc_count, keys, data);
-    let mut ordinals = Vec::new();
-    for run in pairs.chunk_by(|a, b| a.0 == b.0) {
-        ordinals.clear();
-        ordinals.extend(run.iter().map(|p| p.1));
-        table.push(run[0].0, &ordinals);
-    }
+    write_lists(&mut table, &pairs);
     table
 }
 
@@ -756,7 +864,7 @@ fn top_byte(key: u64) -> usize {
 #[cfg(test)]
 fn sort_pairs(pairs: &mut [(u64, u32)]) {
     let counts = partition_by_top_byte(pairs);
-    sort_buckets(pairs, &counts);
+    sort_buckets(pairs, &counts, counts.len() == 256);
 }
 
 /// Where each bucket of sizes `counts` starts when they lie one after
@@ -812,10 +920,10 @@ fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> Vec<usize> {
 /// Sorts each bucket of `pairs` (consecutive runs of `counts[b]` pairs,
 /// bucket `b` holding only keys that sort before bucket `b + 1`'s) on all
 /// cores (rayon), each by [`sort_bucket`]: the whole slice is then sorted.
-/// 256 counts are [`top_byte`] buckets; one is the unsorted input that
-/// [`partition_by_top_byte`] leaves whole.
-fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize]) {
-    let by_top_byte = counts.len() == 256;
+/// `by_top_byte`: each bucket's keys share their [`top_byte`] (else the
+/// buckets are any runs, as the one unsorted run that
+/// [`partition_by_top_byte`] leaves whole).
+fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize], by_top_byte: bool) {
     use rayon::prelude::*;
     let mut buckets = Vec::with_capacity(counts.len());
     let mut rest = pairs;
@@ -885,55 +993,6 @@ fn sort_bucket(bucket: &mut [(u64, u32)], top_byte_bucket: bool, scratch: &mut B
         start = end;
     }
     bucket.copy_from_slice(pairs);
-}
-
-/// A flush's `(key, ordinal)` pairs written straight into their
-/// [`top_byte`] buckets as they are gathered, which [`sort_buckets`] then
-/// sorts: the same order as [`sort_pairs`] without its in-place pass,
-/// whose swaps wait on one another (at 10^8 pairs, a word-3-shingle flush
-/// of 200,000 pages, about 4.5 s on one core against a fraction of a
-/// second for a counting pass over the hashes and the placing writes).
-struct TopBytePlacer {
-    pairs: Vec<(u64, u32)>,
-    counts: Vec<usize>,
-    /// Where each bucket's next pair goes.
-    next: Vec<usize>,
-}
-
-impl TopBytePlacer {
-    /// Room for every pair of `keys` (each key once per pair it will be
-    /// [`placed`](TopBytePlacer::place) in), counted by bucket.
-    fn for_keys<'k>(keys: impl Iterator<Item = &'k [u64]>) -> TopBytePlacer {
-        let mut counts = vec![0usize; 256];
-        for key in keys.flatten() {
-            counts[top_byte(*key)] += 1;
-        }
-        let next = starts_of(&counts);
-        TopBytePlacer { pairs: vec![(0, 0); counts.iter().sum()], counts, next }
-    }
-
-    /// Writes `(key, ordinal)` into its bucket. Panics past the count
-    /// [`TopBytePlacer::for_keys`] was given for the bucket (a caller's
-    /// bug, never input's).
-    #[inline]
-    fn place(&mut self, key: u64, ordinal: u32) {
-        let at = &mut self.next[top_byte(key)];
-        self.pairs[*at] = (key, ordinal);
-        *at += 1;
-    }
-
-    /// The pairs, bucket after bucket, and the buckets' sizes.
-    fn into_buckets(self) -> (Vec<(u64, u32)>, Vec<usize>) {
-        debug_assert!(self
-            .next
-            .iter()
-            .zip(self.counts.iter().scan(0, |end, &c| {
-                *end += c;
-                Some(*end)
-            }))
-            .all(|(&next, end)| next == end));
-        (self.pairs, self.counts)
-    }
 }
 
 /// The buffers of [`Segment::lists_in_stages`], kept by each thread from
@@ -3247,15 +3306,15 @@ mod tests {
     }
 
     #[test]
-    fn pairs_placed_by_top_byte_make_the_table_the_in_place_pass_makes() {
+    fn a_posting_table_built_in_passes_is_the_table_of_its_pairs() {
         let mut next = crate::store::roaring_view::xorshift(0x5851_F42D_4C95_7F2D);
         // Documents of sorted, distinct hashes (a flush's vectors), some
         // shared, some crowded into one top byte, past the 2^16 pairs where
-        // the in-place pass starts bucketing.
+        // the in-place pass starts bucketing; one empty.
         let shared: Vec<u64> = (0..3_000).map(|_| next()).collect();
         let docs: Vec<Vec<u64>> = (0..400)
             .map(|d| {
-                let mut hashes: Vec<u64> = (0..200)
+                let mut hashes: Vec<u64> = (0..if d == 17 { 0 } else { 200 })
                     .map(|i| match i % 3 {
                         0 => shared[(next() % 3_000) as usize],
                         1 => next() >> 8,
@@ -3268,23 +3327,20 @@ mod tests {
                 hashes
             })
             .collect();
-        let mut placer = TopBytePlacer::for_keys(docs.iter().map(Vec::as_slice));
-        let mut pairs = Vec::new();
-        for (ordinal, hashes) in docs.iter().enumerate() {
-            for &hash in hashes {
-                placer.place(hash, ordinal as u32);
-                pairs.push((hash, ordinal as u32));
-            }
-        }
+        let pairs: Vec<(u64, u32)> =
+            docs.iter().enumerate().flat_map(|(o, hashes)| hashes.iter().map(move |&h| (h, o as u32))).collect();
         assert!(pairs.len() >= 1 << 16);
-        let (placed, counts) = placer.into_buckets();
-        assert_eq!(counts.iter().sum::<usize>(), pairs.len());
-        let bucketed = write_bucketed_table(placed, &counts, 400);
-        let in_place = write_bitmap_table(pairs, 400);
-        assert_eq!(bucketed.keys, in_place.keys);
-        assert_eq!(bucketed.entries, in_place.entries);
-        assert_eq!(bucketed.data, in_place.data);
-        assert_eq!(bucketed.lengths, in_place.lengths);
+        let whole = write_bitmap_table(pairs.clone(), 400);
+        let vectors: Vec<&[u64]> = docs.iter().map(Vec::as_slice).collect();
+        // One bucket a pass (and the crowded bucket past the cap), a few,
+        // and every pair in one pass.
+        for pass_pairs in [1, 300, 5_000, pairs.len()] {
+            let passes = write_posting_table(&vectors, 400, pass_pairs);
+            assert_eq!(passes.keys, whole.keys, "{pass_pairs}");
+            assert_eq!(passes.entries, whole.entries, "{pass_pairs}");
+            assert_eq!(passes.data, whole.data, "{pass_pairs}");
+            assert_eq!(passes.lengths, whole.lengths, "{pass_pairs}");
+        }
     }
 
     #[test]
