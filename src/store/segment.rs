@@ -600,8 +600,9 @@ impl Entry {
     }
 }
 
-/// The most `(hash, ordinal)` pairs [`write_posting_table`] holds at once
-/// (256 MiB of them), unless one top byte has more.
+/// The most `(hash, ordinal)` pairs one pass of [`write_posting_table`]
+/// holds (256 MiB of them), unless one top byte has more; two passes are
+/// held at once.
 const PASS_PAIRS: usize = 1 << 24;
 /// How many documents ahead [`write_posting_table`] asks for a vector's line.
 const AHEAD: usize = 16;
