@@ -301,9 +301,6 @@ enum EntryWidth {
 fn build<'a>(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'a>>, width: EntryWidth) -> SegmentFile<'a> {
     docs.sort_by_cached_key(|d| (d.vector.total(), d.id));
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
-    // (key, ordinal) pairs, sorted and grouped below: 16 bytes an entry
-    // (a u64 and a u32, padded), where a map of bitmaps would cost about a
-    // hundred.
     let total_entries: usize = docs.iter().map(|d| d.vector.distinct() as usize).sum();
     sections[0].reserve_exact(docs.len() * DOC_ENTRY_LEN);
     // The hashes as they are in memory when that is their stored form.
@@ -632,15 +629,17 @@ fn write_posting_table(vectors: &[&[u64]], doc_count: u32, pass_pairs: usize) ->
     let total: usize = counts.iter().sum();
     // The passes' buckets: at least one each, and more while they fit.
     let mut passes = Vec::new();
-    let mut first = 0usize;
-    while first < counts.len() {
-        let mut end = first + 1;
-        while end < counts.len() && counts[first..=end].iter().sum::<usize>() <= pass_pairs {
-            end += 1;
+    let (mut pass, mut held) = (0..1, counts[0]);
+    for (bucket, &count) in counts.iter().enumerate().skip(1) {
+        if held + count <= pass_pairs {
+            pass.end = bucket + 1;
+            held += count;
+        } else {
+            passes.push(std::mem::replace(&mut pass, bucket..bucket + 1));
+            held = count;
         }
-        passes.push(first..end);
-        first = end;
     }
+    passes.push(pass);
     let mut cursors = vec![0usize; vectors.len()];
     let (mut pairs, mut next_pairs) = (Vec::new(), Vec::new());
     gather_pass(vectors, &counts, passes[0].clone(), &mut cursors, &mut pairs);
@@ -723,13 +722,7 @@ fn write_lists(table: &mut TableWriter, pairs: &[(u64, u32)]) {
 /// any order.
 fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter {
     let counts = partition_by_top_byte(&mut pairs);
-    write_bucketed_table(pairs, &counts, doc_count)
-}
-
-/// [`write_bitmap_table`] of pairs already in their [`top_byte`] buckets
-/// (`counts`: the buckets' sizes, as [`sort_buckets`] takes them).
-fn write_bucketed_table(mut pairs: Vec<(u64, u32)>, counts: &[usize], doc_count: u32) -> TableWriter {
-    sort_buckets(&mut pairs, counts, counts.len() == 256);
+    sort_buckets(&mut pairs, &counts, counts.len() == 256);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
     let (keys, data) = table_bounds(&pairs, doc_count);
@@ -848,7 +841,7 @@ fn small_bitmap_size(ordinals: &[u32]) -> usize {
 }
 
 /// The bucket of a pair whose key is a hash: its key's top byte
-/// ([`sort_pairs`], [`TopBytePlacer`]).
+/// ([`partition_by_top_byte`], [`write_posting_table`]).
 fn top_byte(key: u64) -> usize {
     (key >> 56) as usize
 }
@@ -860,8 +853,8 @@ fn top_byte(key: u64) -> usize {
 /// for the caches), then the buckets are sorted on all cores
 /// ([`sort_buckets`]). Any key distribution gives the right order; a
 /// skewed one only makes some buckets larger. A flush does not need the
-/// pass: its pairs are written into their buckets as they are gathered
-/// ([`TopBytePlacer`]).
+/// pass: its posting table places its pairs in their buckets as it
+/// gathers them ([`write_posting_table`]).
 #[cfg(test)]
 fn sort_pairs(pairs: &mut [(u64, u32)]) {
     let counts = partition_by_top_byte(pairs);
