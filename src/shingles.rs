@@ -81,6 +81,35 @@ pub fn word_shingle_hashes(tokens: &Tokens, k: usize, seed: u64, scratch: &mut S
     word_shingles_with(tokens, k, scratch, |s| out.push(hash_bytes(s.as_bytes(), seed)));
 }
 
+/// [`word_shingle_hashes`] of `tokens` whose text joined by single spaces
+/// is `joined` ([`Tokens::join_bytes_into`]): each shingle is hashed where
+/// it lies in `joined`, a slice from its first token's start to its last
+/// token's end, instead of being copied together first. The hashes are
+/// the same, shingle for shingle.
+pub(crate) fn word_shingle_hashes_in_joined(tokens: &Tokens, joined: &[u8], k: usize, seed: u64, out: &mut Vec<u64>) {
+    let n = tokens.len();
+    if n == 0 || k == 0 {
+        return;
+    }
+    debug_assert_eq!(joined.len(), (0..n).map(|i| tokens.token_len(i) + 1).sum::<usize>() - 1);
+    if n <= k {
+        // One shingle: the whole text.
+        out.push(hash_bytes(joined, seed));
+        return;
+    }
+    out.reserve(n - k + 1);
+    // The window [start, end) of tokens first..first + k in `joined`.
+    let mut start = 0;
+    let mut end = (0..k).map(|i| tokens.token_len(i)).sum::<usize>() + k - 1;
+    for first in 0..=n - k {
+        out.push(hash_bytes(&joined[start..end], seed));
+        if first + k < n {
+            start += tokens.token_len(first) + 1;
+            end += tokens.token_len(first + k) + 1;
+        }
+    }
+}
+
 /// Appends the hash of every character k-shingle of `normalized` to `out`.
 pub fn char_shingle_hashes(normalized: &str, k: usize, seed: u64, out: &mut Vec<u64>) {
     char_shingles_with(normalized, k, |s| out.push(hash_bytes(s.as_bytes(), seed)));
@@ -96,6 +125,27 @@ mod tests {
         assert!(word_shingles(&Tokens::from_text("!!"), 4).is_empty());
         assert_eq!(char_shingles("ab", 5), ["ab"]);
         assert!(char_shingles("", 5).is_empty());
+    }
+
+    proptest::proptest! {
+        /// Hashing each shingle where it lies in the joined text gives the
+        /// hashes of the shingles copied together, in the same order.
+        #[test]
+        fn shingles_hashed_in_the_joined_text_are_the_copied_shingles(
+            text in "([a-zé0-9]{0,7}[ ,.!'\u{4e00}]{0,3}){0,40}",
+            k in 0usize..6,
+            seed: u64,
+        ) {
+            let tokens = Tokens::from_text(&text);
+            let mut joined = Vec::new();
+            tokens.join_bytes_into(&mut joined);
+            let (mut copied, mut in_place) = (Vec::new(), Vec::new());
+            word_shingle_hashes(&tokens, k, seed, &mut String::new(), &mut copied);
+            word_shingle_hashes_in_joined(&tokens, &joined, k, seed, &mut in_place);
+            proptest::prop_assert_eq!(&in_place, &copied);
+            let expected: Vec<u64> = word_shingles(&tokens, k).iter().map(|s| hash_bytes(s.as_bytes(), seed)).collect();
+            proptest::prop_assert_eq!(in_place, expected);
+        }
     }
 
     #[test]

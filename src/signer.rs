@@ -4,7 +4,7 @@
 use crate::config::{Scheme, SignatureConfig};
 use crate::error::ConfigError;
 use crate::hash::{hash_bytes, Fingerprint};
-use crate::shingles::{char_shingle_hashes, char_shingles, word_shingle_hashes, word_shingles};
+use crate::shingles::{char_shingle_hashes, char_shingles, word_shingle_hashes_in_joined, word_shingles};
 use crate::sketch::{band_keys, MinHashSketch, MinHasher};
 use crate::spotsigs::{spec_seed, SpotExtractor};
 use crate::text::{decode_html, html_to_text_into, Tokens};
@@ -33,7 +33,6 @@ pub struct Scratch {
     hashes: Vec<u64>,
     /// The tokens joined by single spaces (valid UTF-8).
     joined: Vec<u8>,
-    shingle: String,
 }
 
 impl Scratch {
@@ -44,7 +43,6 @@ impl Scratch {
             + self.spots.capacity_bytes()
             + self.hashes.capacity() * std::mem::size_of::<u64>()
             + self.joined.capacity()
-            + self.shingle.capacity()
     }
 }
 
@@ -200,7 +198,8 @@ impl Signer {
     /// appended to `out`: the signature step alone, without sketches.
     pub fn signature_hashes(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<u64>) {
         scratch.tokens.tokenize(text);
-        if matches!(self.extractor, Extractor::Chars(_)) || matches!(self.fallback, Some(Extractor::Chars(_))) {
+        let joins = |e: &Extractor| matches!(e, Extractor::Chars(_) | Extractor::Words(_));
+        if joins(&self.extractor) || self.fallback.as_ref().is_some_and(joins) {
             scratch.tokens.join_bytes_into(&mut scratch.joined);
         }
         std::mem::swap(&mut scratch.hashes, out);
@@ -208,9 +207,10 @@ impl Signer {
         std::mem::swap(&mut scratch.hashes, out);
     }
 
-    /// Appends the signature hashes of `scratch.tokens` (and, for character
-    /// shingles, `scratch.joined`) to `scratch.hashes`: the scheme's, or
-    /// the fallback's when the scheme finds none.
+    /// Appends the signature hashes of `scratch.tokens` (and, for word and
+    /// character shingles, `scratch.joined`, which must be their join) to
+    /// `scratch.hashes`: the scheme's, or the fallback's when the scheme
+    /// finds none.
     fn hashes_of_tokens(&self, scratch: &mut Scratch) {
         let start = scratch.hashes.len();
         self.extract(&self.extractor, scratch);
@@ -238,7 +238,7 @@ impl Signer {
         match extractor {
             Extractor::Spot(spot) => spot.extract_hashes(&scratch.tokens, &mut scratch.spots, &mut scratch.hashes),
             Extractor::Words(k) => {
-                word_shingle_hashes(&scratch.tokens, *k, seed, &mut scratch.shingle, &mut scratch.hashes)
+                word_shingle_hashes_in_joined(&scratch.tokens, &scratch.joined, *k, seed, &mut scratch.hashes)
             }
             Extractor::Chars(k) => {
                 let joined = match std::str::from_utf8(&scratch.joined) {

@@ -166,6 +166,13 @@ impl Tokens {
         &self.text[start as usize..end as usize]
     }
 
+    /// The length in bytes of the `i`-th token. Panics if `i >= self.len()`.
+    #[inline]
+    pub fn token_len(&self, i: usize) -> usize {
+        let (start, end) = self.spans[i];
+        (end - start) as usize
+    }
+
     /// The `i`-th token packed into a `u128` (its bytes little-endian,
     /// zero-padded; tokens never contain NUL, so this is unambiguous), or
     /// `None` when it is longer than 16 bytes. Branch-free for short tokens:
