@@ -91,21 +91,27 @@ fn text_stages(c: &mut Criterion) {
             })
         });
     }
-    let signer = Signer::new(SignatureConfig::default()).unwrap();
-    group.bench_function("sign_text_spotsigs_full", |b| {
-        let mut scratch = Scratch::default();
-        b.iter(|| {
-            for t in &corpus.text {
-                black_box(signer.sign_text_with(black_box(t), &mut scratch));
-            }
-        })
-    });
+    for (name, config) in [
+        ("sign_text_spotsigs_full", SignatureConfig::default()),
+        ("sign_text_word_shingles_3_full", SignatureConfig::word_shingles(3)),
+    ] {
+        let signer = Signer::new(config).unwrap();
+        group.bench_function(name, |b| {
+            let mut scratch = Scratch::default();
+            b.iter(|| {
+                for t in &corpus.text {
+                    black_box(signer.sign_text_with(black_box(t), &mut scratch));
+                }
+            })
+        });
+    }
     group.finish();
 
     // Documents per second for the whole HTML-to-signature path.
     let mut group = c.benchmark_group("documents");
     group.sample_size(10);
     group.throughput(Throughput::Elements(corpus.html.len() as u64));
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
     group.bench_function("sign_html_spotsigs", |b| {
         let mut scratch = Scratch::default();
         b.iter(|| {

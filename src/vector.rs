@@ -26,18 +26,16 @@ impl SignatureVector {
     /// signing reuses one buffer for every document, and the vector gets two
     /// allocations of exactly its size instead of a series of regrowths.
     pub fn from_hash_buffer(hashes: &mut [u64]) -> Self {
-        hashes.sort_unstable();
+        sort_hashes(hashes);
         let distinct = hashes.windows(2).filter(|w| w[0] != w[1]).count() + usize::from(!hashes.is_empty());
         let mut out = SignatureVector { hashes: Vec::with_capacity(distinct), freqs: Vec::with_capacity(distinct) };
-        for &h in hashes.iter() {
-            if out.hashes.last() == Some(&h) {
-                if let Some(f) = out.freqs.last_mut() {
-                    *f = f.saturating_add(1);
-                }
-            } else {
-                out.hashes.push(h);
-                out.freqs.push(1);
-            }
+        // Each run of equal hashes at once: its length is the frequency.
+        let mut i = 0;
+        while let Some(&h) = hashes.get(i) {
+            let run = hashes[i..].iter().take_while(|&&x| x == h).count();
+            out.hashes.push(h);
+            out.freqs.push(u32::try_from(run).unwrap_or(u32::MAX));
+            i += run;
         }
         out
     }
@@ -108,5 +106,142 @@ impl SignatureVector {
     /// The same signatures with every frequency 1 (the set view).
     pub fn to_set(&self) -> Self {
         SignatureVector { hashes: self.hashes.clone(), freqs: vec![1; self.hashes.len()] }
+    }
+}
+
+/// Vectors shorter than this are sorted by comparison ([`sort_hashes`]).
+const BUCKETED_MIN: usize = 64;
+/// Vectors longer than this too (their buckets would outgrow the
+/// thread's scratch).
+const BUCKETED_MAX: usize = 1 << 16;
+/// More hashes than this in one bucket: not spread over the hash space
+/// (a caller's own values), sorted by comparison instead.
+const BUCKET_CROWDED: u32 = 16;
+
+std::thread_local! {
+    /// [`sort_hashes`]'s bucket starts and output, kept for the thread's
+    /// next vector.
+    static SORT_SCRATCH: std::cell::RefCell<(Vec<u32>, Vec<u64>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Sorts `hashes` ascending. Signature hashes are spread evenly over
+/// `u64`, so a vector of a few hundred (a page's word shingles) is sorted
+/// by one counting pass on the top bits, about a bucket a hash, then an
+/// insertion pass that moves each hash only within its bucket: less than
+/// half a comparison sort's time. Short and very long vectors, and any
+/// whose hashes crowd a bucket, are sorted by comparison.
+fn sort_hashes(hashes: &mut [u64]) {
+    let n = hashes.len();
+    if !(BUCKETED_MIN..=BUCKETED_MAX).contains(&n) {
+        hashes.sort_unstable();
+        return;
+    }
+    let sorted = SORT_SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let (starts, out) = &mut *scratch;
+            bucket_sort(hashes, starts, out)
+        }
+        Err(_) => false,
+    });
+    if !sorted {
+        hashes.sort_unstable();
+    }
+}
+
+/// [`sort_hashes`] by buckets of the top ⌈log2 n⌉ bits, with the thread's
+/// scratch; false (and `hashes` untouched) when a bucket is crowded.
+fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) -> bool {
+    let n = hashes.len();
+    let bits = usize::BITS - (n - 1).leading_zeros();
+    let shift = u64::BITS - bits;
+    starts.clear();
+    starts.resize((1 << bits) + 1, 0);
+    for &h in hashes.iter() {
+        starts[(h >> shift) as usize + 1] += 1;
+    }
+    let mut crowded = false;
+    let mut sum = 0;
+    for start in starts.iter_mut() {
+        crowded |= *start > BUCKET_CROWDED;
+        sum += *start;
+        *start = sum;
+    }
+    if crowded {
+        return false;
+    }
+    out.clear();
+    out.resize(n, 0);
+    for &h in hashes.iter() {
+        let at = &mut starts[(h >> shift) as usize];
+        out[*at as usize] = h;
+        *at += 1;
+    }
+    // Buckets are in order; within one, insertion.
+    for i in 1..n {
+        let h = out[i];
+        let mut j = i;
+        while j > 0 && out[j - 1] > h {
+            out[j] = out[j - 1];
+            j -= 1;
+        }
+        out[j] = h;
+    }
+    hashes.copy_from_slice(out);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The bucketed sort is a sort, for hashes spread over `u64`,
+        /// crowded in a few buckets, or repeated, at every length around
+        /// its bounds.
+        #[test]
+        fn hashes_are_sorted_whatever_their_spread(
+            spread in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..1200),
+            small in proptest::collection::vec(0u64..64, 0..300),
+            repeats in 0usize..4,
+        ) {
+            for input in [spread.clone(), small.clone(), [spread.clone(), small].concat(), spread.repeat(repeats)] {
+                let mut sorted = input.clone();
+                sort_hashes(&mut sorted);
+                let mut expected = input;
+                expected.sort_unstable();
+                proptest::prop_assert_eq!(sorted, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn vectors_at_the_bucketed_bounds_are_sorted() {
+        // A deterministic spread (an odd multiplier walks all of u64).
+        let spread = |n: usize| (0..n as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect::<Vec<_>>();
+        for n in [BUCKETED_MIN - 1, BUCKETED_MIN, BUCKETED_MIN + 1, 550, BUCKETED_MAX, BUCKETED_MAX + 1] {
+            let input = spread(n);
+            let mut sorted = input.clone();
+            sort_hashes(&mut sorted);
+            let mut expected = input;
+            expected.sort_unstable();
+            assert_eq!(sorted, expected, "{n} hashes");
+        }
+        // One bucket crowded: left to the comparison sort, still sorted.
+        let mut crowded: Vec<u64> = (0..100).rev().collect();
+        crowded.extend(spread(100));
+        let mut expected = crowded.clone();
+        expected.sort_unstable();
+        sort_hashes(&mut crowded);
+        assert_eq!(crowded, expected);
+    }
+
+    #[test]
+    fn a_run_of_one_hash_is_its_frequency() {
+        let mut hashes = vec![7u64; 300];
+        hashes.extend((0..300u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1 << 63));
+        let vector = SignatureVector::from_hash_buffer(&mut hashes);
+        assert_eq!(vector.freq(7), 300);
+        assert_eq!(vector.distinct(), 301);
+        assert_eq!(vector.total(), 600);
     }
 }
