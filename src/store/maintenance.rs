@@ -35,8 +35,8 @@ use super::catalog::{DocRecord, SegmentRecord, DELETED, DOCS, MANIFEST, META, PE
 use super::delta::DeltaIndex;
 use super::mmap::SegmentBytes;
 use super::segment::{
-    build_segment_file, build_segment_file_of, merge_segments, merges_in_place, Segment, SegmentDoc, SegmentDocRef,
-    SegmentFile,
+    build_segment_file, build_segment_file_writing, merge_segments, merges_in_place, Segment, SegmentDoc,
+    SegmentDocRef, SegmentFile,
 };
 use super::{
     lock, open_written_segment, redb_err, segment_file_name, sync_dir, Index, IndexError, Inner, LoadedSegment, State,
@@ -320,9 +320,20 @@ impl Inner {
         let refs = docs
             .map(|(id, d)| SegmentDocRef { id, vector: &d.vector, band_keys: &d.band_keys, fingerprint: d.fingerprint })
             .collect();
-        let file = build_segment_file_of(segment_id, bands, refs);
-        let unlisted = self.write_segment_file(segment_id, &file)?;
-        Ok((SegmentRecord { doc_count, byte_len: file.len() as u64, file_crc: file.crc() }, unlisted))
+        // The file's vector sections are written while its tables are
+        // built; the rest after, then the header over the zeros it began
+        // with.
+        let guard = Unlisted { storage: &*self.storage, id: segment_id, armed: true };
+        let tmp = format!("{}.tmp", segment_file_name(segment_id));
+        let storage = &*self.storage;
+        let write_early = |parts: &[&[u8]]| storage.write_new_parts(&tmp, parts);
+        let (file, written, early_len) = build_segment_file_writing(segment_id, bands, refs, &write_early);
+        let writing = || IndexError::io(format!("writing {tmp}"));
+        written.map_err(writing())?;
+        storage.append_parts(&tmp, &file.parts_after(early_len)).map_err(writing())?;
+        storage.write_at(&tmp, 0, file.head()).map_err(writing())?;
+        self.publish_segment_file(segment_id)?;
+        Ok((SegmentRecord { doc_count, byte_len: file.len() as u64, file_crc: file.crc() }, guard))
     }
 
     /// Steps 1–3 of the flush protocol for the documents a bulk writer
@@ -363,14 +374,21 @@ impl Inner {
     /// not pile up on a full disk).
     fn write_segment_file(&self, segment_id: u64, file: &SegmentFile) -> Result<Unlisted<'_>, IndexError> {
         let guard = Unlisted { storage: &*self.storage, id: segment_id, armed: true };
+        let tmp = format!("{}.tmp", segment_file_name(segment_id));
+        self.storage.write_new_parts(&tmp, &file.parts()).map_err(IndexError::io(format!("writing {tmp}")))?;
+        self.publish_segment_file(segment_id)?;
+        Ok(guard)
+    }
+
+    /// The end of step 2 and step 3 for a segment file written under its
+    /// temporary name: fsync, rename, directory fsync.
+    fn publish_segment_file(&self, segment_id: u64) -> Result<(), IndexError> {
         let name = segment_file_name(segment_id);
         let tmp = format!("{name}.tmp");
         let storage = &*self.storage;
-        storage.write_new_parts(&tmp, &file.parts()).map_err(IndexError::io(format!("writing {tmp}")))?;
         storage.sync(&tmp).map_err(IndexError::io(format!("syncing {tmp}")))?;
         storage.rename(&tmp, &name).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
-        sync_dir(storage)?;
-        Ok(guard)
+        sync_dir(storage)
     }
 
     /// The tiered merge policy: a segment's tier is ⌊log_F(live documents)⌋

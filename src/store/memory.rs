@@ -272,6 +272,13 @@ impl Storage for MemStorage {
         Ok(())
     }
 
+    fn write_at(&self, name: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let mut image = self.image();
+        let id = image.id_of(name)?;
+        apply_write(&mut image.inodes.entry(id).or_default().data, offset, bytes);
+        Ok(())
+    }
+
     fn sync(&self, name: &str) -> io::Result<()> {
         let mut image = self.image();
         let id = image.id_of(name)?;
@@ -580,6 +587,19 @@ impl Storage for FaultStorage {
             Verdict::Proceed => self.inner.write_new(name, bytes),
             Verdict::ShortWrite => {
                 self.inner.write_new(name, &bytes[..bytes.len() / 2])?;
+                Err(short_write_error())
+            }
+        }
+    }
+
+    fn write_at(&self, name: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        // The file exists: a missing one fails before any fault is counted.
+        self.inner.len(name)?;
+        let grows_by = self.growth(name, offset + bytes.len() as u64);
+        match self.check(Op::Write { name, offset, bytes, grows_by })? {
+            Verdict::Proceed => self.inner.write_at(name, offset, bytes),
+            Verdict::ShortWrite => {
+                self.inner.write_at(name, offset, &bytes[..bytes.len() / 2])?;
                 Err(short_write_error())
             }
         }

@@ -247,6 +247,30 @@ impl<'a> SegmentFile<'a> {
         hasher.finalize()
     }
 
+    /// The header and section table: the file's first bytes.
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    /// [`SegmentFile::parts`] from byte `start` on, where `start` is the
+    /// end of a part (the end of the bytes a [`build_segment_file_writing`]
+    /// wrote early).
+    pub fn parts_after(&self, start: usize) -> Vec<&[u8]> {
+        let mut at = 0;
+        let mut parts = self.parts();
+        let skipped = parts
+            .iter()
+            .take_while(|part| {
+                let before = at;
+                at += part.len();
+                before < start && at <= start
+            })
+            .count();
+        debug_assert_eq!(parts[..skipped].iter().map(|p| p.len()).sum::<usize>(), start, "start ends a part");
+        parts.drain(..skipped);
+        parts
+    }
+
     /// The file's bytes in one buffer.
     pub fn to_bytes(&self) -> Vec<u8> {
         self.parts().concat()
@@ -285,7 +309,31 @@ pub fn build_segment_file(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) ->
 /// vectors' hashes (on a little-endian machine, where they are the
 /// section's bytes as they are).
 pub fn build_segment_file_of<'a>(segment_id: u64, bands: u32, docs: Vec<SegmentDocRef<'a>>) -> SegmentFile<'a> {
-    build(segment_id, bands, docs, EntryWidth::Narrowest)
+    build(segment_id, bands, docs, EntryWidth::Narrowest, None).0
+}
+
+/// What writes a segment file's first bytes while its tables are built
+/// ([`build_segment_file_writing`]).
+pub type EarlyWrite<'e> = &'e (dyn Fn(&[&[u8]]) -> std::io::Result<()> + Sync);
+
+/// [`build_segment_file_of`] that hands `early` the file's first bytes as
+/// soon as they are known, on a thread of its own while the posting and
+/// band tables are built: zeros where the header and section table go,
+/// then the docs, lengths, hashes and freqs sections, each 8-aligned, in
+/// file order (the writer writes the rest, [`SegmentFile::parts_after`],
+/// then the header, [`SegmentFile::head`], over the zeros). A flush's
+/// tables take seconds on every core; its file's copy into the page cache
+/// then overlaps them instead of following them. Returns the file,
+/// `early`'s result and the length of the bytes it was given.
+pub fn build_segment_file_writing<'a>(
+    segment_id: u64,
+    bands: u32,
+    docs: Vec<SegmentDocRef<'a>>,
+    early: EarlyWrite<'_>,
+) -> (SegmentFile<'a>, std::io::Result<()>, usize) {
+    let (file, early) = build(segment_id, bands, docs, EntryWidth::Narrowest, Some(early));
+    let (written, len) = early.unwrap_or((Ok(()), 0));
+    (file, written, len)
 }
 
 /// How wide the writer makes the entries of the posting and band tables.
@@ -298,7 +346,37 @@ enum EntryWidth {
     Wide,
 }
 
-fn build<'a>(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'a>>, width: EntryWidth) -> SegmentFile<'a> {
+/// The file's first bytes as [`build_segment_file_writing`] hands them
+/// over: zeros for the header and section table (and the padding after
+/// them), then sections 0 to 3 (docs, lengths, hashes, freqs), the hashes
+/// `hashes` when they are borrowed, each after its padding.
+fn early_parts<'s>(sections: &'s [Vec<u8>], hashes: Option<&'s Pieces<'_>>, zeros: &'s [u8]) -> Vec<&'s [u8]> {
+    let mut parts = vec![zeros];
+    let mut len = zeros.len();
+    for (at, section) in sections.iter().enumerate().take(4) {
+        parts.push(&PADDING[..align8(len) - len]);
+        len = align8(len);
+        match hashes.filter(|_| at == 2) {
+            Some(pieces) => {
+                parts.extend_from_slice(&pieces.pieces);
+                len += pieces.pieces.iter().map(|p| p.len()).sum::<usize>();
+            }
+            None => {
+                parts.push(section);
+                len += section.len();
+            }
+        }
+    }
+    parts
+}
+
+fn build<'a>(
+    segment_id: u64,
+    bands: u32,
+    mut docs: Vec<SegmentDocRef<'a>>,
+    width: EntryWidth,
+    early: Option<EarlyWrite<'_>>,
+) -> (SegmentFile<'a>, Option<(std::io::Result<()>, usize)>) {
     docs.sort_by_cached_key(|d| (d.vector.total(), d.id));
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
     let total_entries: usize = docs.iter().map(|d| d.vector.distinct() as usize).sum();
@@ -340,15 +418,32 @@ fn build<'a>(segment_id: u64, bands: u32, mut docs: Vec<SegmentDocRef<'a>>, widt
     }
     let doc_count = docs.len() as u32;
     let vectors: Vec<&[u64]> = docs.iter().map(|d| d.vector.hashes()).collect();
-    let (posting_table, band_table) = rayon::join(
-        || write_posting_table(&vectors, doc_count, PASS_PAIRS),
-        || write_bitmap_table(band_buckets, doc_count),
-    );
+    let tables = || {
+        rayon::join(
+            || write_posting_table(&vectors, doc_count, PASS_PAIRS),
+            || write_bitmap_table(band_buckets, doc_count),
+        )
+    };
+    let ((posting_table, band_table), early) = match early {
+        None => (tables(), None),
+        Some(write) => {
+            let zeros = vec![0u8; HEADER_LEN + SECTIONS.len() * TABLE_ENTRY_LEN];
+            let parts = early_parts(&sections, borrow_hashes.then_some(&hashes), &zeros);
+            let len = parts.iter().map(|p| p.len()).sum();
+            std::thread::scope(|scope| {
+                let writing = scope.spawn(|| write(&parts));
+                let tables = tables();
+                let written = writing.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (tables, Some((written, len)))
+            })
+        }
+    };
     let tables = Tables::place(&mut sections, posting_table, band_table);
     let fingerprints = docs.iter().map(|d| d.fingerprint.0).collect();
     let ids = docs.iter().map(|d| d.id).collect();
     let borrowed = Borrowed { hashes: borrow_hashes.then_some(hashes), freqs: None };
-    assemble(segment_id, bands, sections, borrowed, tables, Ordinals { ids, fingerprints, entries }, width)
+    let file = assemble(segment_id, bands, sections, borrowed, tables, Ordinals { ids, fingerprints, entries }, width);
+    (file, early)
 }
 
 /// The vector sections a file borrows instead of holding (their slots in
@@ -3148,7 +3243,7 @@ mod tests {
     fn frequencies_past_a_byte_are_escaped() {
         for width in [EntryWidth::Narrowest, EntryWidth::Wide] {
             let heavy = heavy_docs();
-            let file = build(5, 2, heavy.iter().map(SegmentDoc::as_ref).collect(), width);
+            let file = build(5, 2, heavy.iter().map(SegmentDoc::as_ref).collect(), width, None).0;
             let bytes = file.to_bytes();
             let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
             seg.verify().unwrap();
@@ -3220,7 +3315,7 @@ mod tests {
         assert_eq!((many_keys[44], many_keys.len() > 20_000), (8, true));
         for bytes in [
             build_segment(1, 2, docs()),
-            build(1, 2, heavy_docs().iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Wide).to_bytes(),
+            build(1, 2, heavy_docs().iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Wide, None).0.to_bytes(),
             many_keys,
         ] {
             every_bit_flip_and_truncation_of(&bytes);
@@ -3297,6 +3392,34 @@ mod tests {
             sort_bucket(&mut got, shared_top_byte, &mut scratch);
             assert_eq!(got, expected);
         }
+    }
+
+    #[test]
+    fn a_file_written_early_then_rest_then_head_is_the_file() {
+        for docs in [heavy_docs(), docs(), Vec::new()] {
+            let expected = build_segment_file(7, 2, docs.clone()).to_bytes();
+            let early = std::sync::Mutex::new(Vec::new());
+            let write = |parts: &[&[u8]]| {
+                early.lock().unwrap().extend(parts.iter().copied().flatten());
+                Ok(())
+            };
+            let (file, written, len) =
+                build_segment_file_writing(7, 2, docs.iter().map(SegmentDoc::as_ref).collect(), &write);
+            assert!(written.is_ok());
+            let mut bytes = early.into_inner().unwrap();
+            assert_eq!(bytes.len(), len);
+            // The early bytes begin with zeros where the head goes.
+            assert!(bytes[..file.head().len()].iter().all(|&b| b == 0));
+            bytes.extend(file.parts_after(len).into_iter().flatten());
+            bytes[..file.head().len()].copy_from_slice(file.head());
+            assert_eq!(bytes, expected, "{} documents", docs.len());
+            assert_eq!(file.crc(), crc32fast::hash(&expected));
+        }
+        // The early write's error comes back with the file.
+        let failing = |_: &[&[u8]]| Err(std::io::Error::other("disk full"));
+        let (_, written, _) =
+            build_segment_file_writing(7, 2, docs().iter().map(SegmentDoc::as_ref).collect(), &failing);
+        assert_eq!(written.unwrap_err().to_string(), "disk full");
     }
 
     #[test]
@@ -3571,7 +3694,7 @@ mod tests {
         let mut packed = 0;
         for width in [EntryWidth::Narrowest, EntryWidth::Wide] {
             let docs = listed_docs(doc_count, lists);
-            let bytes = build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), width).to_bytes();
+            let bytes = build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), width, None).0.to_bytes();
             let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
             prop_assert!(segment.verify().is_ok());
             for (k, members) in lists.iter().enumerate() {
@@ -3720,7 +3843,8 @@ mod tests {
     #[test]
     fn damaged_packed_lists_are_detected() {
         let docs = listed_docs(10, &[vec![0, 5, 9]]);
-        let bytes = build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Narrowest).to_bytes();
+        let bytes =
+            build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Narrowest, None).0.to_bytes();
         let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
         let (data, _, _) = seg.sections[SectionKind::PostingData as usize - 1];
         // The one list of the data section: count 3, then the ordinals of

@@ -74,6 +74,28 @@ pub trait Storage: Debug + Send + Sync + 'static {
         self.write_new(name, &parts.concat())
     }
 
+    /// Writes `bytes` at `offset` of the file `name`, which exists (made by
+    /// [`Storage::write_new`] or [`Storage::write_new_parts`]), growing it
+    /// when they end past its end: a segment's header, written last over
+    /// the zeros its file began with. Nothing is durable until
+    /// [`Storage::sync`].
+    ///
+    /// # Errors
+    /// I/O errors; a failed write may leave part of `bytes` written.
+    fn write_at(&self, name: &str, offset: u64, bytes: &[u8]) -> io::Result<()>;
+
+    /// Appends the concatenation of `parts` to the file `name`, which
+    /// exists: the rest of a segment whose first sections were written
+    /// while its tables were built. The default implementation builds the
+    /// concatenation and writes it at the file's end.
+    ///
+    /// # Errors
+    /// As [`Storage::write_at`].
+    fn append_parts(&self, name: &str, parts: &[&[u8]]) -> io::Result<()> {
+        let end = self.len(name)?;
+        self.write_at(name, end, &parts.concat())
+    }
+
     /// Makes a file's contents durable.
     ///
     /// # Errors
@@ -190,6 +212,21 @@ impl Storage for FsStorage {
         // document): gathered into 1 MiB writes; larger ones go straight
         // through.
         let mut file = io::BufWriter::with_capacity(1 << 20, File::create(self.path(name))?);
+        parts.iter().try_for_each(|part| io::Write::write_all(&mut file, part))?;
+        io::Write::flush(&mut file)
+    }
+
+    fn write_at(&self, name: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        use io::{Seek, Write};
+        let mut file = fs::OpenOptions::new().write(true).open(self.path(name))?;
+        file.seek(io::SeekFrom::Start(offset))?;
+        file.write_all(bytes)
+    }
+
+    fn append_parts(&self, name: &str, parts: &[&[u8]]) -> io::Result<()> {
+        // As write_new_parts: small parts gathered into 1 MiB writes.
+        let file = fs::OpenOptions::new().append(true).open(self.path(name))?;
+        let mut file = io::BufWriter::with_capacity(1 << 20, file);
         parts.iter().try_for_each(|part| io::Write::write_all(&mut file, part))?;
         io::Write::flush(&mut file)
     }
