@@ -431,10 +431,19 @@ fn build<'a>(
             let parts = early_parts(&sections, borrow_hashes.then_some(&hashes), &zeros);
             let len = parts.iter().map(|p| p.len()).sum();
             std::thread::scope(|scope| {
-                let writing = scope.spawn(|| write(&parts));
-                let tables = tables();
-                let written = writing.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (tables, Some((written, len)))
+                let thread = std::thread::Builder::new().name("neardex-segment-write".into());
+                match thread.spawn_scoped(scope, || write(&parts)) {
+                    Ok(writing) => {
+                        let tables = tables();
+                        let written = writing.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                        (tables, Some((written, len)))
+                    }
+                    // No thread to be had: the first bytes, then the tables.
+                    Err(_) => {
+                        let written = write(&parts);
+                        (tables(), Some((written, len)))
+                    }
+                }
             })
         }
     };
