@@ -76,9 +76,12 @@ pub fn char_shingles(normalized: &str, k: usize) -> Vec<String> {
     out
 }
 
-/// Appends the hash of every word k-shingle to `out`.
+/// Appends the hash of every word k-shingle to `out` (`scratch` is left
+/// holding the tokens joined by single spaces, in which each shingle is
+/// hashed where it lies).
 pub fn word_shingle_hashes(tokens: &Tokens, k: usize, seed: u64, scratch: &mut String, out: &mut Vec<u64>) {
-    word_shingles_with(tokens, k, scratch, |s| out.push(hash_bytes(s.as_bytes(), seed)));
+    tokens.join_into(scratch);
+    word_shingle_hashes_in_joined(tokens, scratch.as_bytes(), k, seed, out);
 }
 
 /// [`word_shingle_hashes`] of `tokens` whose text joined by single spaces
@@ -129,7 +132,8 @@ mod tests {
 
     proptest::proptest! {
         /// Hashing each shingle where it lies in the joined text gives the
-        /// hashes of the shingles copied together, in the same order.
+        /// hashes of the shingles copied together ([`word_shingles`]), in
+        /// the same order, from either join of the tokens.
         #[test]
         fn shingles_hashed_in_the_joined_text_are_the_copied_shingles(
             text in "([a-zé0-9]{0,7}[ ,.!'\u{4e00}]{0,3}){0,40}",

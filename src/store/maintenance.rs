@@ -324,7 +324,7 @@ impl Inner {
         // built; the rest after, then the header over the zeros it began
         // with.
         let guard = Unlisted { storage: &*self.storage, id: segment_id, armed: true };
-        let tmp = format!("{}.tmp", segment_file_name(segment_id));
+        let tmp = temporary_name(segment_id);
         let storage = &*self.storage;
         let write_early = |parts: &[&[u8]]| storage.write_new_parts(&tmp, parts);
         let (file, written, early_len) = build_segment_file_writing(segment_id, bands, refs, &write_early);
@@ -374,7 +374,7 @@ impl Inner {
     /// not pile up on a full disk).
     fn write_segment_file(&self, segment_id: u64, file: &SegmentFile) -> Result<Unlisted<'_>, IndexError> {
         let guard = Unlisted { storage: &*self.storage, id: segment_id, armed: true };
-        let tmp = format!("{}.tmp", segment_file_name(segment_id));
+        let tmp = temporary_name(segment_id);
         self.storage.write_new_parts(&tmp, &file.parts()).map_err(IndexError::io(format!("writing {tmp}")))?;
         self.publish_segment_file(segment_id)?;
         Ok(guard)
@@ -383,8 +383,7 @@ impl Inner {
     /// The end of step 2 and step 3 for a segment file written under its
     /// temporary name: fsync, rename, directory fsync.
     fn publish_segment_file(&self, segment_id: u64) -> Result<(), IndexError> {
-        let name = segment_file_name(segment_id);
-        let tmp = format!("{name}.tmp");
+        let (name, tmp) = (segment_file_name(segment_id), temporary_name(segment_id));
         let storage = &*self.storage;
         storage.sync(&tmp).map_err(IndexError::io(format!("syncing {tmp}")))?;
         storage.rename(&tmp, &name).map_err(IndexError::io(format!("renaming {tmp} into place")))?;
@@ -578,6 +577,12 @@ impl StagedSegment<'_> {
 /// commit. Once the commit is attempted it stays: a commit that fails may
 /// still have reached the disk, and the next open removes the file if the
 /// manifest does not list it.
+/// The name a segment file is written under before its rename (FORMAT.md
+/// §8, step 2).
+fn temporary_name(segment_id: u64) -> String {
+    format!("{}.tmp", segment_file_name(segment_id))
+}
+
 struct Unlisted<'a> {
     storage: &'a dyn super::storage::Storage,
     id: u64,
@@ -594,9 +599,8 @@ impl Unlisted<'_> {
 impl Drop for Unlisted<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let name = segment_file_name(self.id);
-            let _ = self.storage.remove(&format!("{name}.tmp"));
-            let _ = self.storage.remove(&name);
+            let _ = self.storage.remove(&temporary_name(self.id));
+            let _ = self.storage.remove(&segment_file_name(self.id));
         }
     }
 }

@@ -551,6 +551,18 @@ fn short_write_error() -> io::Error {
     io::Error::other("short write (simulated)")
 }
 
+/// A write that [`FaultStorage::check`] let through: all of `bytes` by
+/// `write`, or, for a short write, the first half and an error.
+fn checked_write(verdict: Verdict, bytes: &[u8], write: impl FnOnce(&[u8]) -> io::Result<()>) -> io::Result<()> {
+    match verdict {
+        Verdict::Proceed => write(bytes),
+        Verdict::ShortWrite => {
+            write(&bytes[..bytes.len() / 2])?;
+            Err(short_write_error())
+        }
+    }
+}
+
 impl Storage for FaultStorage {
     fn location(&self) -> &Path {
         self.inner.location()
@@ -583,26 +595,15 @@ impl Storage for FaultStorage {
         // A new file grows the storage by all of it (an existing one is
         // truncated first).
         let op = Op::Write { name, offset: 0, bytes, grows_by: bytes.len() as u64 };
-        match self.check(op)? {
-            Verdict::Proceed => self.inner.write_new(name, bytes),
-            Verdict::ShortWrite => {
-                self.inner.write_new(name, &bytes[..bytes.len() / 2])?;
-                Err(short_write_error())
-            }
-        }
+        checked_write(self.check(op)?, bytes, |bytes| self.inner.write_new(name, bytes))
     }
 
     fn write_at(&self, name: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
         // The file exists: a missing one fails before any fault is counted.
         self.inner.len(name)?;
         let grows_by = self.growth(name, offset + bytes.len() as u64);
-        match self.check(Op::Write { name, offset, bytes, grows_by })? {
-            Verdict::Proceed => self.inner.write_at(name, offset, bytes),
-            Verdict::ShortWrite => {
-                self.inner.write_at(name, offset, &bytes[..bytes.len() / 2])?;
-                Err(short_write_error())
-            }
-        }
+        let verdict = self.check(Op::Write { name, offset, bytes, grows_by })?;
+        checked_write(verdict, bytes, |bytes| self.inner.write_at(name, offset, bytes))
     }
 
     fn sync(&self, name: &str) -> io::Result<()> {
@@ -678,12 +679,7 @@ impl redb::StorageBackend for FaultBackend {
 
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         let grows_by = self.storage.growth(&self.name, offset + data.len() as u64);
-        match self.storage.check(Op::Write { name: &self.name, offset, bytes: data, grows_by })? {
-            Verdict::Proceed => self.inner.write(offset, data),
-            Verdict::ShortWrite => {
-                self.inner.write(offset, &data[..data.len() / 2])?;
-                Err(short_write_error())
-            }
-        }
+        let verdict = self.storage.check(Op::Write { name: &self.name, offset, bytes: data, grows_by })?;
+        checked_write(verdict, data, |bytes| self.inner.write(offset, bytes))
     }
 }

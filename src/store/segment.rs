@@ -205,20 +205,29 @@ impl<'a> Pieces<'a> {
 /// Zeros for the alignment padding between sections.
 const PADDING: [u8; 8] = [0; 8];
 
+/// Appends to a file's `parts`, which are `len` bytes so far, the padding
+/// that 8-aligns a section, then the section's pieces.
+fn push_aligned<'s>(parts: &mut Vec<&'s [u8]>, len: &mut usize, pieces: impl IntoIterator<Item = &'s [u8]>) {
+    if align8(*len) > *len {
+        parts.push(&PADDING[..align8(*len) - *len]);
+        *len = align8(*len);
+    }
+    for piece in pieces {
+        parts.push(piece);
+        *len += piece.len();
+    }
+}
+
 impl<'a> SegmentFile<'a> {
     /// The file's bytes in order, padding included.
     pub fn parts(&self) -> Vec<&[u8]> {
         let mut parts = vec![self.head.as_slice()];
         let mut len = self.head.len();
         for section in &self.sections {
-            if align8(len) > len {
-                parts.push(&PADDING[..align8(len) - len]);
-            }
             match section {
-                SectionBytes::Owned(bytes, _) => parts.push(bytes),
-                SectionBytes::Pieces(pieces) => parts.extend_from_slice(&pieces.pieces),
+                SectionBytes::Owned(bytes, _) => push_aligned(&mut parts, &mut len, [bytes.as_slice()]),
+                SectionBytes::Pieces(pieces) => push_aligned(&mut parts, &mut len, pieces.pieces.iter().copied()),
             }
-            len = align8(len) + section.len();
         }
         parts
     }
@@ -257,18 +266,12 @@ impl<'a> SegmentFile<'a> {
     /// wrote early).
     pub fn parts_after(&self, start: usize) -> Vec<&[u8]> {
         let mut at = 0;
-        let mut parts = self.parts();
-        let skipped = parts
-            .iter()
-            .take_while(|part| {
-                let before = at;
-                at += part.len();
-                before < start && at <= start
-            })
-            .count();
-        debug_assert_eq!(parts[..skipped].iter().map(|p| p.len()).sum::<usize>(), start, "start ends a part");
-        parts.drain(..skipped);
-        parts
+        let before_start = |part: &&[u8]| {
+            let before = at < start;
+            at += part.len();
+            before
+        };
+        self.parts().into_iter().skip_while(before_start).collect()
     }
 
     /// The file's bytes in one buffer.
@@ -354,17 +357,9 @@ fn early_parts<'s>(sections: &'s [Vec<u8>], hashes: Option<&'s Pieces<'_>>, zero
     let mut parts = vec![zeros];
     let mut len = zeros.len();
     for (at, section) in sections.iter().enumerate().take(4) {
-        parts.push(&PADDING[..align8(len) - len]);
-        len = align8(len);
         match hashes.filter(|_| at == 2) {
-            Some(pieces) => {
-                parts.extend_from_slice(&pieces.pieces);
-                len += pieces.pieces.iter().map(|p| p.len()).sum::<usize>();
-            }
-            None => {
-                parts.push(section);
-                len += section.len();
-            }
+            Some(pieces) => push_aligned(&mut parts, &mut len, pieces.pieces.iter().copied()),
+            None => push_aligned(&mut parts, &mut len, [section.as_slice()]),
         }
     }
     parts

@@ -163,6 +163,15 @@ impl FsStorage {
     }
 }
 
+/// Writes `parts` one after another to `file`. Parts may be many and small
+/// (a merged segment's vectors, one a document): gathered into 1 MiB
+/// writes; larger ones go straight through.
+fn write_parts(file: File, parts: &[&[u8]]) -> io::Result<()> {
+    let mut file = io::BufWriter::with_capacity(1 << 20, file);
+    parts.iter().try_for_each(|part| io::Write::write_all(&mut file, part))?;
+    io::Write::flush(&mut file)
+}
+
 impl Storage for FsStorage {
     fn location(&self) -> &Path {
         &self.dir
@@ -208,12 +217,7 @@ impl Storage for FsStorage {
     }
 
     fn write_new_parts(&self, name: &str, parts: &[&[u8]]) -> io::Result<()> {
-        // Parts may be many and small (a merged segment's vectors, one a
-        // document): gathered into 1 MiB writes; larger ones go straight
-        // through.
-        let mut file = io::BufWriter::with_capacity(1 << 20, File::create(self.path(name))?);
-        parts.iter().try_for_each(|part| io::Write::write_all(&mut file, part))?;
-        io::Write::flush(&mut file)
+        write_parts(File::create(self.path(name))?, parts)
     }
 
     fn write_at(&self, name: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
@@ -224,11 +228,7 @@ impl Storage for FsStorage {
     }
 
     fn append_parts(&self, name: &str, parts: &[&[u8]]) -> io::Result<()> {
-        // As write_new_parts: small parts gathered into 1 MiB writes.
-        let file = fs::OpenOptions::new().append(true).open(self.path(name))?;
-        let mut file = io::BufWriter::with_capacity(1 << 20, file);
-        parts.iter().try_for_each(|part| io::Write::write_all(&mut file, part))?;
-        io::Write::flush(&mut file)
+        write_parts(fs::OpenOptions::new().append(true).open(self.path(name))?, parts)
     }
 
     fn sync(&self, name: &str) -> io::Result<()> {
