@@ -896,6 +896,97 @@ fn compact_catalog_gives_back_the_space_of_flushed_documents() {
 }
 
 #[test]
+fn a_chain_of_writers_commits_what_writers_asked_for_each_batch_commit() {
+    // The same batches, each a bulk writer of its own in one index and a
+    // chain of `commit_and_continue` in the other (whose segments are
+    // built in the buffers the writer before used, a batch after a larger
+    // one and after a smaller one): the same segment files, answers and
+    // pairs.
+    let batches: Vec<Vec<(String, String)>> = [40usize, 3, 25, 0, 60]
+        .iter()
+        .enumerate()
+        .map(|(b, &n)| {
+            (0..n)
+                .map(|i| {
+                    let key = format!("c{b}-{i}");
+                    let body =
+                        if i % 7 == 3 { text((i % 9) as u8) } else { format!("{} batch {b} line {i}", text(i as u8)) };
+                    (key, body)
+                })
+                .collect()
+        })
+        .collect();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    let (one_by_one, chained) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let separate = Index::create_with(one_by_one.path(), SignatureConfig::default(), small(1000)).unwrap();
+    for batch in &batches {
+        let mut w = separate.bulk_writer().unwrap();
+        for (key, body) in batch {
+            w.insert(key, Document::Text(body), meta(key)).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let chain = Index::create_with(chained.path(), SignatureConfig::default(), small(1000)).unwrap();
+    let mut model: Model = BTreeMap::new();
+    let mut w = chain.bulk_writer().unwrap();
+    for batch in &batches {
+        for (key, body) in batch {
+            w.insert(key, Document::Text(body), meta(key)).unwrap();
+            model.insert(key.clone(), (body.clone(), meta(key)));
+        }
+        let (pending, next) = w.commit_and_continue().unwrap();
+        assert_eq!(pending, 0, "a bulk writer's documents are never pending");
+        // Committed, and visible before the chain ends.
+        let committed = chain.searcher().unwrap();
+        assert!(batch.iter().all(|(key, _)| committed.get(key).unwrap().is_some()));
+        w = next;
+    }
+    // The next writer of a bulk writer is a bulk writer: its document
+    // goes to a segment of its own.
+    let before = chain.stats().unwrap().segments;
+    w.insert("last", Document::Text(ARTICLE), meta("last")).unwrap();
+    model.insert("last".into(), (ARTICLE.to_owned(), meta("last")));
+    assert_eq!(w.commit().unwrap(), 0);
+    assert_eq!(chain.stats().unwrap().segments, before + 1);
+    let mut w = separate.bulk_writer().unwrap();
+    w.insert("last", Document::Text(ARTICLE), meta("last")).unwrap();
+    w.commit().unwrap();
+
+    let files = |dir: &std::path::Path| {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("seg-"))
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        files.sort();
+        files
+    };
+    let segments = files(chained.path());
+    assert!(segments.len() >= 2, "{} segment files", segments.len());
+    assert!(segments == files(one_by_one.path()), "the chain's segment files differ");
+    check(&chain.searcher().unwrap(), &model, &signer).unwrap();
+    let tau = Threshold::new(0.5).unwrap();
+    let pairs = |index: &Index| {
+        let mut pairs = Vec::new();
+        index.searcher().unwrap().self_join(tau, |p| pairs.push((p.a, p.b))).unwrap();
+        pairs.sort_unstable();
+        pairs
+    };
+    let joined = pairs(&chain);
+    assert!(!joined.is_empty());
+    assert_eq!(joined, pairs(&separate));
+
+    // A writer's chain goes on as writers: pending documents.
+    let mut w = chain.writer().unwrap();
+    w.insert("pending", Document::Text(&text(1)), meta("p")).unwrap();
+    let (pending, mut w) = w.commit_and_continue().unwrap();
+    assert_eq!(pending, 1);
+    w.insert("pending too", Document::Text(&text(2)), meta("p2")).unwrap();
+    assert_eq!(w.commit().unwrap(), 2);
+}
+
+#[test]
 fn a_bulk_writer_commits_its_documents_to_a_segment_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let signer = Signer::new(SignatureConfig::default()).unwrap();

@@ -35,7 +35,7 @@ use super::catalog::{DocRecord, SegmentRecord, DELETED, DOCS, MANIFEST, META, PE
 use super::delta::DeltaIndex;
 use super::mmap::SegmentBytes;
 use super::segment::{
-    build_segment_file, build_segment_file_writing, merge_segments, merges_in_place, Segment, SegmentDoc,
+    build_segment_file, build_segment_file_writing, merge_segments, merges_in_place, PairBuffers, Segment, SegmentDoc,
     SegmentDocRef, SegmentFile,
 };
 use super::{
@@ -180,7 +180,10 @@ impl Inner {
         // held, every commit has to copy the delta instead of extending it.
         let written: Vec<u64> = snapshot.delta.keys().copied().collect();
         drop(snapshot);
-        let (record, unlisted) = self.write_docs(segment_id, docs.iter().map(|(id, d)| (*id, &**d)))?;
+        // Its pair buffers are freed with it (a bulk load's writers keep
+        // theirs from one commit to the next).
+        let fresh = &mut PairBuffers::default();
+        let (record, unlisted) = self.write_docs(segment_id, docs.iter().map(|(id, d)| (*id, &**d)), fresh)?;
         drop(docs);
         let _writer = (writer == WriterLock::Take).then(|| lock(&self.writer_lock));
         let current = self.current();
@@ -309,11 +312,13 @@ impl Inner {
     }
 
     /// Steps 1–3 of the flush protocol for `docs` (ids ascending): the
-    /// segment `segment_id` built and written, not yet listed.
+    /// segment `segment_id` built (its posting table gathered in
+    /// `buffers`) and written, not yet listed.
     fn write_docs<'d>(
         &self,
         segment_id: u64,
         docs: impl ExactSizeIterator<Item = (u64, &'d super::DeltaDoc)>,
+        buffers: &mut PairBuffers,
     ) -> Result<(SegmentRecord, Unlisted<'_>), IndexError> {
         let bands = self.signer.config().minhash.bands;
         let doc_count = docs.len() as u32;
@@ -327,7 +332,7 @@ impl Inner {
         let tmp = temporary_name(segment_id);
         let storage = &*self.storage;
         let write_early = |parts: &[&[u8]]| storage.write_new_parts(&tmp, parts);
-        let (file, written, early_len) = build_segment_file_writing(segment_id, bands, refs, &write_early);
+        let (file, written, early_len) = build_segment_file_writing(segment_id, bands, refs, &write_early, buffers);
         let writing = || IndexError::io(format!("writing {tmp}"));
         written.map_err(writing())?;
         storage.append_parts(&tmp, &file.parts_after(early_len)).map_err(writing())?;
@@ -338,13 +343,16 @@ impl Inner {
 
     /// Steps 1–3 of the flush protocol for the documents a bulk writer
     /// staged (see [`Index::bulk_writer`]): their segment, built, written
-    /// and opened, for the writer's own transaction to list.
+    /// and opened, for the writer's own transaction to list. The posting
+    /// table is gathered in the writer's `buffers`, which its chain keeps
+    /// for the next commit ([`super::Writer::commit_and_continue`]).
     pub(super) fn write_staged(
         &self,
         staged: &BTreeMap<u64, Arc<super::DeltaDoc>>,
+        buffers: &mut PairBuffers,
     ) -> Result<StagedSegment<'_>, IndexError> {
         let id = self.take_segment_id()?;
-        let (record, unlisted) = self.write_docs(id, staged.iter().map(|(&id, d)| (id, &**d)))?;
+        let (record, unlisted) = self.write_docs(id, staged.iter().map(|(&id, d)| (id, &**d)), buffers)?;
         let loaded = Arc::new(open_written_segment(&*self.storage, id)?);
         Ok(StagedSegment { id, record, loaded, unlisted })
     }

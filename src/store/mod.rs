@@ -13,6 +13,8 @@
 //! - [`Index::bulk_writer`] returns a [`Writer`] for loads of many documents
 //!   at once: its commit writes them straight to a segment of their own,
 //!   listed in the commit's own transaction, and never to `pending`.
+//!   [`Writer::commit_and_continue`] commits a batch and returns the next
+//!   writer, which keeps the bulk writer's segment-build buffers.
 //! - [`Index::searcher`] returns a [`Searcher`]: a snapshot (a redb read
 //!   transaction plus `Arc`s of the segment list, delta and deletions) that
 //!   later commits and flushes do not change.
@@ -87,7 +89,7 @@ pub use storage::{FsStorage, Storage};
 
 use catalog::{DocRecord, PendingRecord, SegmentRecord, DELETED, DOCS, FINGERPRINTS, KEYS, MANIFEST, META, PENDING};
 use delta::{DeltaFingerprints, DeltaIndex};
-use segment::Segment;
+use segment::{PairBuffers, Segment};
 
 use crate::config::SignatureConfig;
 use crate::hash::Fingerprint;
@@ -780,6 +782,7 @@ impl Index {
             newly_deleted: Vec::new(),
             newly_deleted_per_segment: BTreeMap::new(),
             bulk,
+            buffers: PairBuffers::default(),
         })
     }
 
@@ -1140,6 +1143,10 @@ pub struct Writer<'a> {
     /// A bulk writer ([`Index::bulk_writer`]): `added` goes to a segment at
     /// the commit, never to the pending table.
     bulk: bool,
+    /// A bulk writer's buffers for its segment's posting table, handed on
+    /// to the next writer by [`Writer::commit_and_continue`] (empty until
+    /// a bulk commit fills them).
+    buffers: PairBuffers,
 }
 
 impl std::fmt::Debug for Writer<'_> {
@@ -1148,7 +1155,7 @@ impl std::fmt::Debug for Writer<'_> {
     }
 }
 
-impl Writer<'_> {
+impl<'a> Writer<'a> {
     fn txn(&self) -> Result<&redb::WriteTransaction, IndexError> {
         self.txn.as_ref().ok_or(IndexError::ReadOnly)
     }
@@ -1454,7 +1461,40 @@ impl Writer<'_> {
     /// during a commit, the changes may still have landed (redb frees pages
     /// after its commit point, and an I/O error there fails the call): after
     /// reopening, a key looked up tells which.
-    pub fn commit(mut self) -> Result<usize, IndexError> {
+    pub fn commit(self) -> Result<usize, IndexError> {
+        self.commit_keeping_buffers().map(|(pending, _)| pending)
+    }
+
+    /// [`Writer::commit`], then the next writer of the same kind (a bulk
+    /// writer after a bulk writer), for a load that commits batch after
+    /// batch. The writer lock is let go between the two, as when a new
+    /// writer is asked for. A bulk writer hands on the buffers its segment's
+    /// posting table was gathered in (up to 512 MiB for a batch of 200,000
+    /// word-3-shingle pages), so each batch after the first reuses them
+    /// instead of faulting in fresh memory; they are freed when the last
+    /// writer of the chain commits or is dropped.
+    ///
+    /// # Errors
+    /// As [`Writer::commit`], then as [`Index::writer`]: an error from
+    /// either means no next writer (a commit that succeeded stays
+    /// committed; [`Index::writer`] or [`Index::bulk_writer`] goes on).
+    pub fn commit_and_continue(self) -> Result<(usize, Writer<'a>), IndexError> {
+        let (index, bulk) = (self.index, self.bulk);
+        let (pending, buffers) = self.commit_keeping_buffers()?;
+        let mut next = index.writer_of(bulk)?;
+        next.buffers = buffers;
+        Ok((pending, next))
+    }
+
+    /// [`Writer::commit`], returning the pair buffers as well.
+    fn commit_keeping_buffers(mut self) -> Result<(usize, PairBuffers), IndexError> {
+        let pending = self.commit_in_place()?;
+        Ok((pending, std::mem::take(&mut self.buffers)))
+    }
+
+    /// The body of [`Writer::commit`]; the writer lock is let go when the
+    /// writer is dropped.
+    fn commit_in_place(&mut self) -> Result<usize, IndexError> {
         let txn = self.txn.take().ok_or(IndexError::ReadOnly)?;
         {
             let mut meta = txn.open_table(META).map_err(redb_err("opening meta"))?;
@@ -1464,7 +1504,7 @@ impl Writer<'_> {
         // A bulk writer's documents: their segment is written and listed
         // in this transaction before it commits (the flush protocol).
         let staged = if self.bulk && !self.added.is_empty() {
-            let segment = index.inner.write_staged(&self.added)?;
+            let segment = index.inner.write_staged(&self.added, &mut self.buffers)?;
             segment.list(&txn)?;
             Some(segment)
         } else {

@@ -312,7 +312,43 @@ pub fn build_segment_file(segment_id: u64, bands: u32, docs: Vec<SegmentDoc>) ->
 /// vectors' hashes (on a little-endian machine, where they are the
 /// section's bytes as they are).
 pub fn build_segment_file_of<'a>(segment_id: u64, bands: u32, docs: Vec<SegmentDocRef<'a>>) -> SegmentFile<'a> {
-    build(segment_id, bands, docs, EntryWidth::Narrowest, None).0
+    build(segment_id, bands, docs, EntryWidth::Narrowest, None, &mut PairBuffers::default()).0
+}
+
+/// The two buffers of `(hash, ordinal)` pairs a flush's posting table is
+/// gathered in ([`write_posting_table`]: up to 256 MiB each), kept from
+/// one flush for the next by whoever holds them (a bulk writer's chain,
+/// [`crate::store::Writer::commit_and_continue`]). This project's VM
+/// fills fresh memory at a fraction of the speed it refills memory a
+/// process already has (README, "What limits ingest on this machine"):
+/// a word-3-shingle flush of 200,000 pages gathered in fresh buffers
+/// faulted in 512 MiB of them each time.
+#[derive(Debug, Default)]
+pub struct PairBuffers {
+    pairs: [Pairs; 2],
+}
+
+/// A buffer of `(hash, ordinal)` pairs.
+type Pairs = Vec<(u64, u32)>;
+
+impl PairBuffers {
+    /// The two buffers, the first with room for `most` pairs, the second
+    /// too when `both` (a table of more than one pass). A buffer too small
+    /// is replaced rather than grown: its pairs are not copied.
+    fn take(&mut self, most: usize, both: bool) -> (Pairs, Pairs) {
+        let [mut a, mut b] = std::mem::take(&mut self.pairs);
+        for buffer in [&mut a, &mut b].into_iter().take(if both { 2 } else { 1 }) {
+            if buffer.capacity() < most {
+                *buffer = Vec::with_capacity(most);
+            }
+        }
+        (a, b)
+    }
+
+    /// The bytes the buffers hold.
+    pub fn capacity_bytes(&self) -> usize {
+        self.pairs.iter().map(|p| p.capacity() * std::mem::size_of::<(u64, u32)>()).sum()
+    }
 }
 
 /// What writes a segment file's first bytes while its tables are built
@@ -333,8 +369,9 @@ pub fn build_segment_file_writing<'a>(
     bands: u32,
     docs: Vec<SegmentDocRef<'a>>,
     early: EarlyWrite<'_>,
+    buffers: &mut PairBuffers,
 ) -> (SegmentFile<'a>, std::io::Result<()>, usize) {
-    let (file, early) = build(segment_id, bands, docs, EntryWidth::Narrowest, Some(early));
+    let (file, early) = build(segment_id, bands, docs, EntryWidth::Narrowest, Some(early), buffers);
     let (written, len) = early.unwrap_or((Ok(()), 0));
     (file, written, len)
 }
@@ -371,6 +408,7 @@ fn build<'a>(
     mut docs: Vec<SegmentDocRef<'a>>,
     width: EntryWidth,
     early: Option<EarlyWrite<'_>>,
+    buffers: &mut PairBuffers,
 ) -> (SegmentFile<'a>, Option<(std::io::Result<()>, usize)>) {
     docs.sort_by_cached_key(|d| (d.vector.total(), d.id));
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
@@ -415,7 +453,7 @@ fn build<'a>(
     let vectors: Vec<&[u64]> = docs.iter().map(|d| d.vector.hashes()).collect();
     let tables = || {
         rayon::join(
-            || write_posting_table(&vectors, doc_count, PASS_PAIRS),
+            || write_posting_table(&vectors, doc_count, PASS_PAIRS, buffers),
             || write_bitmap_table(band_buckets, doc_count),
         )
     };
@@ -714,23 +752,34 @@ const AHEAD: usize = 16;
 /// pairs (a 200,000-page word-3-shingle one) fills 512 MiB of pairs
 /// instead of 1.7 GB of fresh memory, which this project's VM fills at
 /// about 0.3 GB/s (README, "What limits ingest on this machine"), and its
-/// peak memory is that much lower. Each pass visits every vector: the
+/// peak memory is that much lower. They are taken from `buffers`, with
+/// room for the largest pass, and left there for the next flush
+/// ([`PairBuffers`]). Each pass visits every vector: the
 /// line it will read a few documents on is asked for ahead ([`AHEAD`]),
 /// since each visit is otherwise a cache miss and a page walk (passes of
 /// 2^22 pairs took 2.7–3.9 s a 200,000-page commit without, 1.4–3.0 s
 /// with; passes of 2^24 1.1–1.3 s). The table is the one
 /// [`write_bitmap_table`] makes of the same pairs.
-fn write_posting_table(vectors: &[&[u64]], doc_count: u32, pass_pairs: usize) -> TableWriter {
+fn write_posting_table(
+    vectors: &[&[u64]],
+    doc_count: u32,
+    pass_pairs: usize,
+    buffers: &mut PairBuffers,
+) -> TableWriter {
     let mut counts = [0usize; 256];
     for &hash in vectors.iter().flat_map(|v| v.iter()) {
         counts[top_byte(hash)] += 1;
     }
     let total: usize = counts.iter().sum();
-    // The passes' buckets: at least one each, and more while they fit.
+    // As few passes as `pass_pairs` allows, of about the same size (the
+    // buffers hold the largest: 20 million pairs take two of 10 million,
+    // not one of 2^24 and one of the rest). Their buckets: at least one
+    // each, and more while they fit.
+    let even = total.div_ceil(total.div_ceil(pass_pairs.max(1)).max(1));
     let mut passes = Vec::new();
     let (mut pass, mut held) = (0..1, counts[0]);
     for (bucket, &count) in counts.iter().enumerate().skip(1) {
-        if held + count <= pass_pairs {
+        if held + count <= even {
             pass.end = bucket + 1;
             held += count;
         } else {
@@ -740,7 +789,8 @@ fn write_posting_table(vectors: &[&[u64]], doc_count: u32, pass_pairs: usize) ->
     }
     passes.push(pass);
     let mut cursors = vec![0usize; vectors.len()];
-    let (mut pairs, mut next_pairs) = (Vec::new(), Vec::new());
+    let most = passes.iter().map(|pass| counts[pass.clone()].iter().sum::<usize>()).max().unwrap_or(0);
+    let (mut pairs, mut next_pairs) = buffers.take(most, passes.len() > 1);
     gather_pass(vectors, &counts, passes[0].clone(), &mut cursors, &mut pairs);
     // The first pass's lists tell how many keys and bytes the rest will
     // take (hashes are uniform in their top bits, and a list's bytes do
@@ -764,6 +814,7 @@ fn write_posting_table(vectors: &[&[u64]], doc_count: u32, pass_pairs: usize) ->
         }
         std::mem::swap(&mut pairs, &mut next_pairs);
     }
+    buffers.pairs = [pairs, next_pairs];
     table
 }
 
@@ -781,7 +832,8 @@ fn gather_pass(
     let held: usize = own.iter().sum();
     let mut next = starts_of(own);
     // Every slot is written below (each hash of the pass once): the
-    // buffer is only zeroed where it grows.
+    // buffer is only zeroed where it grows (within its capacity, reserved
+    // for the largest pass).
     if pairs.len() < held {
         pairs.resize(held, (0, 0));
     }
@@ -3247,7 +3299,8 @@ mod tests {
     fn frequencies_past_a_byte_are_escaped() {
         for width in [EntryWidth::Narrowest, EntryWidth::Wide] {
             let heavy = heavy_docs();
-            let file = build(5, 2, heavy.iter().map(SegmentDoc::as_ref).collect(), width, None).0;
+            let file =
+                build(5, 2, heavy.iter().map(SegmentDoc::as_ref).collect(), width, None, &mut PairBuffers::default()).0;
             let bytes = file.to_bytes();
             let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
             seg.verify().unwrap();
@@ -3319,7 +3372,16 @@ mod tests {
         assert_eq!((many_keys[44], many_keys.len() > 20_000), (8, true));
         for bytes in [
             build_segment(1, 2, docs()),
-            build(1, 2, heavy_docs().iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Wide, None).0.to_bytes(),
+            build(
+                1,
+                2,
+                heavy_docs().iter().map(SegmentDoc::as_ref).collect(),
+                EntryWidth::Wide,
+                None,
+                &mut PairBuffers::default(),
+            )
+            .0
+            .to_bytes(),
             many_keys,
         ] {
             every_bit_flip_and_truncation_of(&bytes);
@@ -3400,7 +3462,10 @@ mod tests {
 
     #[test]
     fn a_file_written_early_then_rest_then_head_is_the_file() {
-        for docs in [heavy_docs(), docs(), Vec::new()] {
+        // One set of pair buffers for every build, as a bulk writer's chain
+        // keeps them: a build after a larger one is the same file.
+        let mut buffers = PairBuffers::default();
+        for docs in [heavy_docs(), docs(), Vec::new(), heavy_docs()] {
             let expected = build_segment_file(7, 2, docs.clone()).to_bytes();
             let early = std::sync::Mutex::new(Vec::new());
             let write = |parts: &[&[u8]]| {
@@ -3408,7 +3473,7 @@ mod tests {
                 Ok(())
             };
             let (file, written, len) =
-                build_segment_file_writing(7, 2, docs.iter().map(SegmentDoc::as_ref).collect(), &write);
+                build_segment_file_writing(7, 2, docs.iter().map(SegmentDoc::as_ref).collect(), &write, &mut buffers);
             assert!(written.is_ok());
             let mut bytes = early.into_inner().unwrap();
             assert_eq!(bytes.len(), len);
@@ -3418,11 +3483,21 @@ mod tests {
             bytes[..file.head().len()].copy_from_slice(file.head());
             assert_eq!(bytes, expected, "{} documents", docs.len());
             assert_eq!(file.crc(), crc32fast::hash(&expected));
+            // The buffers stay with their holder, with room for the
+            // largest pass built so far.
+            if !docs.is_empty() {
+                assert!(buffers.capacity_bytes() > 0);
+            }
         }
         // The early write's error comes back with the file.
         let failing = |_: &[&[u8]]| Err(std::io::Error::other("disk full"));
-        let (_, written, _) =
-            build_segment_file_writing(7, 2, docs().iter().map(SegmentDoc::as_ref).collect(), &failing);
+        let (_, written, _) = build_segment_file_writing(
+            7,
+            2,
+            docs().iter().map(SegmentDoc::as_ref).collect(),
+            &failing,
+            &mut PairBuffers::default(),
+        );
         assert_eq!(written.unwrap_err().to_string(), "disk full");
     }
 
@@ -3455,8 +3530,10 @@ mod tests {
         let vectors: Vec<&[u64]> = docs.iter().map(Vec::as_slice).collect();
         // One bucket a pass (and the crowded bucket past the cap), a few,
         // and every pair in one pass.
-        for pass_pairs in [1, 300, 5_000, pairs.len()] {
-            let passes = write_posting_table(&vectors, 400, pass_pairs);
+        // The buffers of one pass size serve the next, larger or smaller.
+        let mut buffers = PairBuffers::default();
+        for pass_pairs in [1, 300, 5_000, pairs.len(), 300] {
+            let passes = write_posting_table(&vectors, 400, pass_pairs, &mut buffers);
             assert_eq!(passes.keys, whole.keys, "{pass_pairs}");
             assert_eq!(passes.entries, whole.entries, "{pass_pairs}");
             assert_eq!(passes.data, whole.data, "{pass_pairs}");
@@ -3698,7 +3775,10 @@ mod tests {
         let mut packed = 0;
         for width in [EntryWidth::Narrowest, EntryWidth::Wide] {
             let docs = listed_docs(doc_count, lists);
-            let bytes = build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), width, None).0.to_bytes();
+            let bytes =
+                build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), width, None, &mut PairBuffers::default())
+                    .0
+                    .to_bytes();
             let segment = Segment::parse(bytes.as_slice(), "seg").unwrap();
             prop_assert!(segment.verify().is_ok());
             for (k, members) in lists.iter().enumerate() {
@@ -3847,8 +3927,16 @@ mod tests {
     #[test]
     fn damaged_packed_lists_are_detected() {
         let docs = listed_docs(10, &[vec![0, 5, 9]]);
-        let bytes =
-            build(1, 0, docs.iter().map(SegmentDoc::as_ref).collect(), EntryWidth::Narrowest, None).0.to_bytes();
+        let bytes = build(
+            1,
+            0,
+            docs.iter().map(SegmentDoc::as_ref).collect(),
+            EntryWidth::Narrowest,
+            None,
+            &mut PairBuffers::default(),
+        )
+        .0
+        .to_bytes();
         let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
         let (data, _, _) = seg.sections[SectionKind::PostingData as usize - 1];
         // The one list of the data section: count 3, then the ordinals of

@@ -1046,7 +1046,13 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
         if staged >= bulk.unwrap_or(0) {
             let t0 = Instant::now();
             phase(2);
-            writer.commit().unwrap();
+            if bulk.is_some() {
+                // The next bulk writer keeps this one's pair buffers.
+                let (_, next) = writer.commit_and_continue().unwrap();
+                open = Some((next, 0));
+            } else {
+                writer.commit().unwrap();
+            }
             t_commit += t0.elapsed().as_secs_f64();
             cpu_commit += this_thread_cpu() - c1;
         } else {

@@ -287,6 +287,16 @@ impl<'a> Batch<'a> {
 
     fn commit_when_full(&mut self) -> Result<(), String> {
         if self.staged >= self.size {
+            // A bulk load's next batch goes on with the buffers this
+            // batch's segment was built in (Writer::commit_and_continue).
+            if self.bulk {
+                if let Some(writer) = self.writer.take() {
+                    let (_, next) = writer.commit_and_continue().map_err(|e| format!("committing: {e}"))?;
+                    self.writer = Some(next);
+                }
+                self.staged = 0;
+                return Ok(());
+            }
             self.commit_staged()?;
         }
         Ok(())
