@@ -316,7 +316,7 @@ pub fn build_segment_file_of<'a>(segment_id: u64, bands: u32, docs: Vec<SegmentD
 }
 
 /// The two buffers of `(hash, ordinal)` pairs a flush's posting table is
-/// gathered in ([`write_posting_table`]: up to 256 MiB each), kept from
+/// gathered in (`write_posting_table`: up to 256 MiB each), kept from
 /// one flush for the next by whoever holds them (a bulk writer's chain,
 /// [`crate::store::Writer::commit_and_continue`]). This project's VM
 /// fills fresh memory at a fraction of the speed it refills memory a
@@ -2112,7 +2112,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         Ok(entry)
     }
 
-    /// Builds the [`DistinctCounts`] now rather than at the first
+    /// Builds the `DistinctCounts` now rather than at the first
     /// [`Segment::distinct_of`]: one pass over the docs section, each entry
     /// checked as [`Segment::entry`] checks it (a damaged one leaves no
     /// array, and `distinct_of` its typed error).
@@ -2134,7 +2134,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
     }
 
     /// The number of distinct signatures of the document at `ordinal`:
-    /// from the segment's [`DistinctCounts`], else from its entry.
+    /// from the segment's `DistinctCounts`, else from its entry.
     ///
     /// # Errors
     /// As [`Segment::entry`].
@@ -2230,7 +2230,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// [`Segment::overlap_of`] when it meets `tau`; `None` when it does
     /// not, found as soon as the merge has passed over too much of either
     /// vector: the intersection can no longer reach the least that meets
-    /// `tau` ([`Similarity::least_intersection`]). A verification that
+    /// `tau` (`Similarity::least_intersection`). A verification that
     /// fails (most of a word-3-shingle self-join's) ends part of the way.
     ///
     /// # Errors
@@ -2344,10 +2344,10 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// Asks for each document's docs entry, then for every cache line of
     /// its vector's hashes and (unless `measure` is set Jaccard, which
     /// [`Segment::overlap`] reads none of) frequencies, each stage in a
-    /// loop of its own ([`super::mmap::prefetch_line`]), so that the cache
+    /// loop of its own (`super::mmap::prefetch_line`), so that the cache
     /// misses of several verifications, and of each vector's lines, are in
-    /// flight together (as [`Segment::lists_in_stages`] does for
-    /// look-ups). Past [`Segment::TOUCHED_BYTES`] of vectors only each
+    /// flight together (as `Segment::lists_in_stages` does for
+    /// look-ups). Past `Segment::TOUCHED_BYTES` of vectors only each
     /// one's first line is asked for: lines brought in long before their
     /// verification would leave the cache first. Nothing is checked here:
     /// [`Segment::overlap`] reads them again, checked.
@@ -2574,7 +2574,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
     /// (indices in the key section), then for each list's first bytes in
     /// the data section, each stage in a loop of its own, so that
     /// the cache misses of the reads of those lists that follow overlap
-    /// (as the last stages of [`Segment::lists_in_stages`]). Nothing is
+    /// (as the last stages of `Segment::lists_in_stages`). Nothing is
     /// checked here: [`Segment::posting_list_at`] reads them again,
     /// checked.
     pub fn touch_posting_lists(&self, indices: &[usize]) {
