@@ -27,15 +27,13 @@ impl SignatureVector {
     /// allocations of exactly its size instead of a series of regrowths.
     pub fn from_hash_buffer(hashes: &mut [u64]) -> Self {
         sort_hashes(hashes);
-        let distinct = hashes.windows(2).filter(|w| w[0] != w[1]).count() + usize::from(!hashes.is_empty());
+        let runs = || hashes.chunk_by(|a, b| a == b);
+        let distinct = runs().count();
         let mut out = SignatureVector { hashes: Vec::with_capacity(distinct), freqs: Vec::with_capacity(distinct) };
         // Each run of equal hashes at once: its length is the frequency.
-        let mut i = 0;
-        while let Some(&h) = hashes.get(i) {
-            let run = hashes[i..].iter().take_while(|&&x| x == h).count();
-            out.hashes.push(h);
-            out.freqs.push(u32::try_from(run).unwrap_or(u32::MAX));
-            i += run;
+        for run in runs() {
+            out.hashes.push(run[0]);
+            out.freqs.push(u32::try_from(run.len()).unwrap_or(u32::MAX));
         }
         out
     }

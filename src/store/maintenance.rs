@@ -580,17 +580,17 @@ impl StagedSegment<'_> {
     }
 }
 
-/// A segment file not yet listed in the manifest: removed (best effort)
-/// when dropped armed, that is when its job fails before the catalog
-/// commit. Once the commit is attempted it stays: a commit that fails may
-/// still have reached the disk, and the next open removes the file if the
-/// manifest does not list it.
 /// The name a segment file is written under before its rename (FORMAT.md
 /// §8, step 2).
 fn temporary_name(segment_id: u64) -> String {
     format!("{}.tmp", segment_file_name(segment_id))
 }
 
+/// A segment file not yet listed in the manifest: removed (best effort)
+/// when dropped armed, that is when its job fails before the catalog
+/// commit. Once the commit is attempted it stays: a commit that fails may
+/// still have reached the disk, and the next open removes the file if the
+/// manifest does not list it.
 struct Unlisted<'a> {
     storage: &'a dyn super::storage::Storage,
     id: u64,

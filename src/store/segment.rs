@@ -336,17 +336,14 @@ impl PairBuffers {
     /// too when `both` (a table of more than one pass). A buffer too small
     /// is replaced rather than grown: its pairs are not copied.
     fn take(&mut self, most: usize, both: bool) -> (Pairs, Pairs) {
-        let [mut a, mut b] = std::mem::take(&mut self.pairs);
-        for buffer in [&mut a, &mut b].into_iter().take(if both { 2 } else { 1 }) {
-            if buffer.capacity() < most {
-                *buffer = Vec::with_capacity(most);
-            }
-        }
-        (a, b)
+        let [first, second] = std::mem::take(&mut self.pairs);
+        let with_room = |buffer: Pairs| if buffer.capacity() < most { Vec::with_capacity(most) } else { buffer };
+        (with_room(first), if both { with_room(second) } else { second })
     }
 
     /// The bytes the buffers hold.
-    pub fn capacity_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn capacity_bytes(&self) -> usize {
         self.pairs.iter().map(|p| p.capacity() * std::mem::size_of::<(u64, u32)>()).sum()
     }
 }

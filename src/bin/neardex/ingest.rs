@@ -287,17 +287,7 @@ impl<'a> Batch<'a> {
 
     fn commit_when_full(&mut self) -> Result<(), String> {
         if self.staged >= self.size {
-            // A bulk load's next batch goes on with the buffers this
-            // batch's segment was built in (Writer::commit_and_continue).
-            if self.bulk {
-                if let Some(writer) = self.writer.take() {
-                    let (_, next) = writer.commit_and_continue().map_err(|e| format!("committing: {e}"))?;
-                    self.writer = Some(next);
-                }
-                self.staged = 0;
-                return Ok(());
-            }
-            self.commit_staged()?;
+            self.commit_staged(true)?;
         }
         Ok(())
     }
@@ -305,12 +295,20 @@ impl<'a> Batch<'a> {
     /// Inserts what is held, then commits.
     fn commit(&mut self, summary: &mut Summary) -> Result<(), String> {
         self.insert_held(summary)?;
-        self.commit_staged()
+        self.commit_staged(false)
     }
 
-    fn commit_staged(&mut self) -> Result<(), String> {
+    /// Commits the staged documents; a bulk load's writer, when more
+    /// batches follow, hands the buffers its segment was built in to the
+    /// next (`Writer::commit_and_continue`).
+    fn commit_staged(&mut self, more: bool) -> Result<(), String> {
         if let Some(writer) = self.writer.take() {
-            writer.commit().map_err(|e| format!("committing: {e}"))?;
+            let committing = |e: neardex::store::IndexError| format!("committing: {e}");
+            if more && self.bulk {
+                self.writer = Some(writer.commit_and_continue().map_err(committing)?.1);
+            } else {
+                writer.commit().map_err(committing)?;
+            }
         }
         self.staged = 0;
         Ok(())
