@@ -270,8 +270,9 @@ struct State {
     /// the first query that needs them, shared until the segments change.
     ranks: Arc<std::sync::OnceLock<query::Ranks>>,
     /// Which segments may hold each posting key (`query.rs`): built by
-    /// `Searcher::warm_up(WarmUp::Pages)`, shared until the segments change.
-    segment_masks: Arc<std::sync::OnceLock<query::SegmentMasks>>,
+    /// `Searcher::warm_up`, or on the pool once queries without them have
+    /// spent what they cost; shared until the segments change.
+    segment_masks: Arc<query::LazyMasks>,
     /// For a read-only index: the catalog snapshot this state was loaded
     /// from. Another process's writer may commit at any time, so searchers
     /// share this one rather than beginning a newer one that would not

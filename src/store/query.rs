@@ -60,6 +60,7 @@
 //! comparison the brute-force oracle uses.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
@@ -1210,16 +1211,16 @@ pub(super) struct SegmentMasks {
 impl SegmentMasks {
     const BLOCK: usize = 64;
 
-    /// The segments that may hold each posting key of the snapshot's
-    /// segments (not the pending documents): what a single query, after
-    /// [`WarmUp::Pages`], reads to look a signature up only in those. No
+    /// The segments that may hold each posting key of `segments` (a
+    /// snapshot's, not its pending documents): what a single query over
+    /// several segments reads to look a signature up only in those. No
     /// merge: each segment ORs its bit into its keys' cells, on all cores
     /// by the key ranges of [`SharedSignatures`], each range with blocks of
     /// its own. `None` when a key section is damaged.
-    fn of_segments(searcher: &Searcher) -> Option<SegmentMasks> {
+    fn of_segments(segments: &BTreeMap<u64, Arc<super::LoadedSegment>>) -> Option<SegmentMasks> {
         use rayon::prelude::*;
         let ranges = 1usize << SharedSignatures::RANGE_BITS;
-        let segments: Vec<_> = searcher.state.segments.values().collect();
+        let segments: Vec<_> = segments.values().collect();
         let incidences: usize = segments.iter().map(|l| l.segment.posting_key_count()).sum();
         let mut masks = SegmentMasks::sized_in(incidences, ranges);
         let blocks = masks.cells.len() / Self::BLOCK;
@@ -1309,6 +1310,92 @@ impl SegmentSets for SegmentMasks {
 
     fn segments(&self, key: u64) -> u8 {
         self.get(key)
+    }
+}
+
+/// A snapshot's [`SegmentMasks`], shared by its searchers until the
+/// segments change. [`WarmUp::Pages`] builds them; so, without it, does a
+/// pool thread once the snapshot's queries over several segments have
+/// spent about as long without them as building them takes: rent until the
+/// rent paid reaches the price, then buy. (The rent counted is the
+/// queries' whole time, not only what the masks would have saved, about
+/// half of it at 1M pages, so it buys early rather than late.) Queries go
+/// on without them meanwhile, and a snapshot replaced after a few queries
+/// never pays for them.
+#[derive(Debug, Default)]
+pub(super) struct LazyMasks {
+    /// `None` inside when a key section is damaged (queries then look
+    /// every signature up in every segment).
+    built: std::sync::OnceLock<Option<SegmentMasks>>,
+    /// Nanoseconds queries over several segments have spent without them.
+    spent: AtomicU64,
+    /// Whether a query has handed their build to the pool.
+    handed: AtomicBool,
+}
+
+impl LazyMasks {
+    /// What the build takes, in nanoseconds of CPU a (key, segment)
+    /// pair: at 1M pages in five segments, 3.3–4.8 ns a pair on two cores
+    /// (SpotSigs' 39.8 million pairs in 0.14–0.19 s, word 3-shingles' 122.9
+    /// million in 0.41–0.57 s, the longer times with the key pages still
+    /// to map).
+    const BUILD_NANOS: u64 = 8;
+
+    /// The masks, once built (and not damaged).
+    fn get(&self) -> Option<&SegmentMasks> {
+        self.built.get().and_then(Option::as_ref)
+    }
+
+    /// Whether the build has yet to end.
+    fn unsettled(&self) -> bool {
+        self.built.get().is_none()
+    }
+
+    /// Builds the masks of `segments` unless they are, on this thread and
+    /// the pool. Without waiting for a build under way elsewhere (the
+    /// later of two is dropped): a wait inside the pool could be for a
+    /// build that the waiting thread itself is running.
+    fn build(&self, segments: &BTreeMap<u64, Arc<super::LoadedSegment>>) {
+        if self.unsettled() {
+            let _ = self.built.set(SegmentMasks::of_segments(segments));
+        }
+    }
+
+    /// Adds `nanos` a query over `segments` spent without the masks: true
+    /// for the one query whose time brings the total to what the build
+    /// takes.
+    fn charge(&self, nanos: u64, segments: &BTreeMap<u64, Arc<super::LoadedSegment>>) -> bool {
+        let spent = self.spent.fetch_add(nanos, Ordering::Relaxed).saturating_add(nanos);
+        if self.handed.load(Ordering::Relaxed) || !self.unsettled() {
+            return false;
+        }
+        let pairs: usize = segments.values().map(|l| l.segment.posting_key_count()).sum();
+        spent >= (pairs as u64).saturating_mul(Self::BUILD_NANOS) && !self.handed.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether the masks are built, for tests that wait for the pool's
+    /// build.
+    #[cfg(test)]
+    pub(super) fn is_built(&self) -> bool {
+        self.built.get().is_some()
+    }
+}
+
+/// A query's time without the snapshot's masks, charged to them when it
+/// ends: the query that brings their charges to the build's cost hands the
+/// build to the pool.
+struct Rent<'s> {
+    state: &'s Arc<super::State>,
+    start: std::time::Instant,
+}
+
+impl Drop for Rent<'_> {
+    fn drop(&mut self) {
+        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if self.state.segment_masks.charge(nanos, &self.state.segments) {
+            let state = Arc::clone(self.state);
+            rayon::spawn(move || state.segment_masks.build(&state.segments));
+        }
     }
 }
 
@@ -1608,6 +1695,9 @@ pub enum WarmUp {
     /// for each posting key, which segments may hold it (two bytes a key
     /// and segment, built on all cores), so that a query looks each
     /// signature up only in those; kept until the segments change.
+    /// Without this warm-up, a pool thread builds them once the snapshot's
+    /// queries over several segments have spent about as long without
+    /// them as they take to build.
     Pages,
 }
 
@@ -1900,6 +1990,13 @@ impl Searcher {
         after: Option<After>,
         shared: Option<&SharedSignatures>,
     ) -> Result<QueryStats, IndexError> {
+        // A single query over several segments without the snapshot's
+        // masks pays towards their build (`LazyMasks`), on every return.
+        let unmasked = after.is_none()
+            && pruning == Pruning::Full
+            && self.state.segments.len() > 1
+            && self.state.segment_masks.unsettled();
+        let _rent = unmasked.then(|| Rent { state: &self.state, start: std::time::Instant::now() });
         let measure = self.signer.config().similarity;
         let len_q = measure.length(query);
         let mut stats = QueryStats::default();
@@ -1934,8 +2031,8 @@ impl Searcher {
             (weights(query, measure).collect(), 0)
         };
         // Each signature of `order` with the segments that may hold it: a
-        // self-join probe's shared signatures, or a query's once
-        // `WarmUp::Pages` has built the snapshot's masks.
+        // self-join probe's shared signatures, or a query's once the
+        // snapshot's masks are built.
         let mut buffers = SegmentBuffers::take();
         let mut masks = std::mem::take(&mut buffers.masks);
         let segment_masks: Option<&dyn SegmentSets> = match (shared, after) {
@@ -2299,8 +2396,8 @@ impl Searcher {
     /// Prepares this snapshot for queries now rather than at the first
     /// ones, which otherwise pay for it: builds the key directory of every
     /// segment without one (on all cores), under set Jaccard its distinct
-    /// counts, and the rarity ranks, and with
-    /// [`WarmUp::Pages`] has the kernel map in the pages queries read.
+    /// counts, and the rarity ranks, and with [`WarmUp::Pages`] the
+    /// segments' masks and has the kernel map in the pages queries read.
     /// A long-running process calls it after [`Index::open`](super::Index::open)
     /// or [`Index::reload`](super::Index::reload); the self-join calls it
     /// itself. The answers never depend on it.
@@ -2347,10 +2444,8 @@ impl Searcher {
         }
         // Which segments hold each key, so that a query looks a signature
         // up only in those (damaged keys: none, and queries look up all).
-        if warm_up == WarmUp::Pages && segments.len() > 1 && self.state.segment_masks.get().is_none() {
-            if let Some(masks) = SegmentMasks::of_segments(self) {
-                let _ = self.state.segment_masks.set(masks);
-            }
+        if warm_up == WarmUp::Pages && segments.len() > 1 {
+            self.state.segment_masks.build(&self.state.segments);
         }
     }
 
@@ -3144,15 +3239,88 @@ mod tests {
     /// three segments and pending documents.
     #[test]
     fn the_self_join_is_the_same_in_any_chunks() {
-        use crate::store::{Document, Index, IndexOptions, Metadata};
-        use crate::{SignatureConfig, Threshold};
+        use crate::{Similarity, Threshold};
         let dir = tempfile::tempdir().unwrap();
+        let index = paired_pages_in(dir.path(), 3);
+        let s = index.searcher().unwrap();
+        let tau = Threshold::new(0.8).unwrap();
+        let pairs = |chunk: usize| {
+            let mut got = Vec::new();
+            s.self_join_in_chunks(tau, chunk, |p| got.push(p)).unwrap();
+            got
+        };
+        let whole = pairs(super::JOIN_CHUNK);
+        let mut stored = Vec::new();
+        s.for_each_live(|id, v| stored.push((id, v.clone()))).unwrap();
+        let stored: Vec<(u64, &crate::vector::SignatureVector)> = stored.iter().map(|(id, v)| (*id, v)).collect();
+        let mut expected = crate::oracle::self_join(&stored, Similarity::SetJaccard, tau);
+        let mut sorted = whole.clone();
+        sorted.sort_by_key(|p| (p.a, p.b));
+        expected.sort_by_key(|p| (p.a, p.b));
+        assert_eq!(sorted, expected);
+        assert!(whole.len() >= 70, "{} pairs", whole.len());
+        for chunk in [1, 2, 7, 64] {
+            assert_eq!(pairs(chunk), whole, "chunks of {chunk}");
+        }
+    }
+
+    /// Without a warm-up, queries over several segments build the
+    /// snapshot's masks on the pool once they have spent what the build
+    /// costs, and answer the same before and after; a snapshot of one
+    /// segment (and pending pages) never builds them, and new segments
+    /// start without them.
+    #[test]
+    fn queries_build_the_masks_they_pay_for() {
+        use crate::{Similarity, Threshold};
+        let tau = Threshold::new(0.8).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for (flushes, masked) in [(1, false), (3, true)] {
+            let index = paired_pages_in(&dir.path().join(flushes.to_string()), flushes);
+            let s = index.searcher().unwrap();
+            assert!(s.state.segment_masks.unsettled());
+            let mut stored = Vec::new();
+            s.for_each_live(|id, v| stored.push((id, v.clone()))).unwrap();
+            let all: Vec<(u64, &crate::vector::SignatureVector)> = stored.iter().map(|(id, v)| (*id, v)).collect();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let mut rounds = 0;
+            // Every query checked; rounds until the masks are built (or,
+            // in one segment, a few rounds).
+            while rounds < 3 || (masked && !s.state.segment_masks.is_built()) {
+                assert!(std::time::Instant::now() < deadline, "no masks after {rounds} rounds");
+                for (_, v) in &all {
+                    let expected = crate::oracle::query(all.iter().copied(), v, Similarity::SetJaccard, tau);
+                    assert_eq!(s.query(v, tau).unwrap(), expected);
+                }
+                rounds += 1;
+            }
+            assert_eq!(s.state.segment_masks.get().is_some(), masked, "{flushes} flushes");
+            // Once built, the queries read them.
+            for (_, v) in &all {
+                let expected = crate::oracle::query(all.iter().copied(), v, Similarity::SetJaccard, tau);
+                assert_eq!(s.query(v, tau).unwrap(), expected);
+            }
+            if masked {
+                // The pending pages in a segment of their own: a new
+                // snapshot, without masks until its queries pay.
+                index.flush().unwrap();
+                let fresh = index.searcher().unwrap();
+                assert!(fresh.state.segments.len() > s.state.segments.len());
+                assert!(fresh.state.segment_masks.unsettled());
+            }
+        }
+    }
+
+    /// An index at `dir` of 90 pages of 30 words from a vocabulary of 400,
+    /// each followed by a copy with one word changed (a few of them two):
+    /// 77 pairs at τ = 0.8 under set Jaccard of word 3-shingles, and pages
+    /// of equal lengths; committed 50 at a time, the first `flushes`
+    /// commits flushed into segments of their own, the rest pending.
+    fn paired_pages_in(dir: &std::path::Path, flushes: usize) -> crate::store::Index {
+        use crate::store::{Document, Index, IndexOptions, Metadata};
+        use crate::SignatureConfig;
         let config = SignatureConfig { similarity: Similarity::SetJaccard, ..SignatureConfig::word_shingles(3) };
         let options = IndexOptions { flush_threshold: 100_000, ..IndexOptions::default() };
-        let index = Index::create_with(dir.path(), config, options).unwrap();
-        // 90 pages of 30 words from a vocabulary of 400, each followed by
-        // a copy with one word changed (a few of them two): 77 pairs at
-        // τ = 0.8, and pages of equal lengths.
+        let index = Index::create_with(dir, config, options).unwrap();
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = move || {
             state ^= state << 13;
@@ -3178,30 +3346,11 @@ mod tests {
                 w.insert(&format!("{stage}-{n}"), Document::Text(page), Metadata::default()).unwrap();
             }
             w.commit().unwrap();
-            if stage < 3 {
+            if stage < flushes {
                 index.flush().unwrap();
             }
         }
-        let s = index.searcher().unwrap();
-        let tau = Threshold::new(0.8).unwrap();
-        let pairs = |chunk: usize| {
-            let mut got = Vec::new();
-            s.self_join_in_chunks(tau, chunk, |p| got.push(p)).unwrap();
-            got
-        };
-        let whole = pairs(super::JOIN_CHUNK);
-        let mut stored = Vec::new();
-        s.for_each_live(|id, v| stored.push((id, v.clone()))).unwrap();
-        let stored: Vec<(u64, &crate::vector::SignatureVector)> = stored.iter().map(|(id, v)| (*id, v)).collect();
-        let mut expected = crate::oracle::self_join(&stored, Similarity::SetJaccard, tau);
-        let mut sorted = whole.clone();
-        sorted.sort_by_key(|p| (p.a, p.b));
-        expected.sort_by_key(|p| (p.a, p.b));
-        assert_eq!(sorted, expected);
-        assert!(whole.len() >= 70, "{} pairs", whole.len());
-        for chunk in [1, 2, 7, 64] {
-            assert_eq!(pairs(chunk), whole, "chunks of {chunk}");
-        }
+        index
     }
 
     #[test]

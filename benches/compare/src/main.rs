@@ -656,6 +656,8 @@ fn requery(dir: &Path, scheme: Scheme) {
     // The mean query time of each warm pass (every pass after the first):
     // steadier than a pass's p50 for comparing two builds.
     let mut warm_means = Vec::new();
+    let each = std::env::var_os("REQUERY_EACH").is_some();
+    let mut spent = 0.0;
     for pass in 0..count {
         let mut times = Vec::new();
         found = 0;
@@ -666,6 +668,15 @@ fn requery(dir: &Path, scheme: Scheme) {
         }
         if pass > 0 && !times.is_empty() {
             warm_means.push(times.iter().sum::<f64>() / times.len() as f64 * 1e6);
+        }
+        // REQUERY_EACH=1: every pass's mean and elapsed time (to see when
+        // the snapshot's segment masks arrive without a warm-up).
+        if each && !times.is_empty() {
+            let sum: f64 = times.iter().sum();
+            eprintln!("pass {pass}: mean {:.2} us, {:.3} s of queries so far", sum / times.len() as f64 * 1e6, {
+                spent += sum;
+                spent
+            });
         }
         passes.push(percentiles(times));
     }
