@@ -232,6 +232,12 @@ impl Inner {
         txn.commit().map_err(redb_err("committing the flush"))?;
         let mut segments = guard.segments.clone();
         segments.insert(segment_id, loaded);
+        // The masks stay, with the new segment named for every key, when
+        // it comes last (segment ids ascend).
+        let segment_masks = match segments.keys().next_back() {
+            Some(&last) if last == segment_id => guard.segment_masks.appended(guard.segments.len()),
+            _ => Arc::default(),
+        };
         let delta: BTreeMap<u64, Arc<super::DeltaDoc>> = guard
             .delta
             .iter()
@@ -256,7 +262,7 @@ impl Inner {
             deleted,
             deleted_per_segment,
             ranks: Arc::default(),
-            segment_masks: Arc::default(),
+            segment_masks,
             pinned: None,
         });
         Ok(())

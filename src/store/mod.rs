@@ -1547,10 +1547,16 @@ impl<'a> Writer<'a> {
                 delta.remove(id);
             }
             if let Some((id, loaded)) = staged {
-                // The estimates and masks of the old segment list go.
+                // The estimates of the old segment list go; its masks stay,
+                // with the new segment named for every key, when it comes
+                // last (segment ids ascend).
+                let covered = segments.len();
                 segments.insert(id, loaded);
                 ranks = Arc::default();
-                segment_masks = Arc::default();
+                segment_masks = match segments.keys().next_back() {
+                    Some(&last) if last == id => segment_masks.appended(covered),
+                    _ => Arc::default(),
+                };
             } else {
                 // (A bulk writer's documents are freed with it, after the
                 // lock: the segment holds them now.)

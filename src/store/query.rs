@@ -1313,6 +1313,24 @@ impl SegmentSets for SegmentMasks {
     }
 }
 
+/// A snapshot's [`SegmentMasks`]: built for some of its segments, and the
+/// bits of those appended since, which every key names.
+#[derive(Debug)]
+pub(super) struct Masks {
+    cells: Arc<SegmentMasks>,
+    extra: u8,
+}
+
+impl SegmentSets for Masks {
+    fn prefetch_segments(&self, key: u64) {
+        self.cells.prefetch(key);
+    }
+
+    fn segments(&self, key: u64) -> u8 {
+        self.cells.get(key) | self.extra
+    }
+}
+
 /// A snapshot's [`SegmentMasks`], shared by its searchers until the
 /// segments change. [`WarmUp::Pages`] builds them; so, without it, does a
 /// pool thread once the snapshot's queries over several segments have
@@ -1326,7 +1344,7 @@ impl SegmentSets for SegmentMasks {
 pub(super) struct LazyMasks {
     /// `None` inside when a key section is damaged (queries then look
     /// every signature up in every segment).
-    built: std::sync::OnceLock<Option<SegmentMasks>>,
+    built: std::sync::OnceLock<Option<Masks>>,
     /// Nanoseconds queries over several segments have spent without them.
     spent: AtomicU64,
     /// Whether a query has handed their build to the pool.
@@ -1342,8 +1360,27 @@ impl LazyMasks {
     const BUILD_NANOS: u64 = 8;
 
     /// The masks, once built (and not damaged).
-    fn get(&self) -> Option<&SegmentMasks> {
+    fn get(&self) -> Option<&Masks> {
         self.built.get().and_then(Option::as_ref)
+    }
+
+    /// The masks of the snapshot that a flush or a bulk commit makes by
+    /// appending one segment, after this snapshot's `covered` segments:
+    /// this one's, shared, with the new segment's bit named for every key
+    /// (a query then looks each of its signatures up there), so that its
+    /// queries need not pay for new ones. Unbuilt when these are, or when
+    /// the new segment's bit would stand for a covered segment too (from
+    /// the ninth segment on).
+    pub(super) fn appended(&self, covered: usize) -> Arc<LazyMasks> {
+        match self.get() {
+            Some(masks) if covered < 8 => {
+                let lazy = LazyMasks::default();
+                let extra = masks.extra | SegmentMasks::bit(covered);
+                let _ = lazy.built.set(Some(Masks { cells: Arc::clone(&masks.cells), extra }));
+                Arc::new(lazy)
+            }
+            _ => Arc::default(),
+        }
     }
 
     /// Whether the build has yet to end.
@@ -1357,7 +1394,8 @@ impl LazyMasks {
     /// build that the waiting thread itself is running.
     fn build(&self, segments: &BTreeMap<u64, Arc<super::LoadedSegment>>) {
         if self.unsettled() {
-            let _ = self.built.set(SegmentMasks::of_segments(segments));
+            let masks = SegmentMasks::of_segments(segments).map(|cells| Masks { cells: Arc::new(cells), extra: 0 });
+            let _ = self.built.set(masks);
         }
     }
 
@@ -3300,14 +3338,46 @@ mod tests {
                 assert_eq!(s.query(v, tau).unwrap(), expected);
             }
             if masked {
-                // The pending pages in a segment of their own: a new
-                // snapshot, without masks until its queries pay.
+                // The pending pages in a segment of their own, appended:
+                // the new snapshot keeps the masks, which name the new
+                // segment for every key, and its queries find its pages.
                 index.flush().unwrap();
                 let fresh = index.searcher().unwrap();
-                assert!(fresh.state.segments.len() > s.state.segments.len());
-                assert!(fresh.state.segment_masks.unsettled());
+                assert_eq!(fresh.state.segments.len(), s.state.segments.len() + 1);
+                let bit = SegmentMasks::bit(s.state.segments.len());
+                assert_eq!(fresh.state.segment_masks.get().map(|m| m.extra), Some(bit));
+                let mut flushed = Vec::new();
+                fresh.for_each_live(|id, v| flushed.push((id, v.clone()))).unwrap();
+                assert_eq!(flushed, stored, "the same pages");
+                for (_, v) in &all {
+                    let expected = crate::oracle::query(all.iter().copied(), v, Similarity::SetJaccard, tau);
+                    assert!(!expected.is_empty());
+                    assert_eq!(fresh.query(v, tau).unwrap(), expected);
+                }
             }
         }
+    }
+
+    /// A snapshot with one more segment keeps built masks, naming the new
+    /// segment for every key, while that segment's bit is its own: up to
+    /// eight segments.
+    #[test]
+    fn appended_segments_keep_the_masks_while_their_bits_are_free() {
+        use super::{LazyMasks, Masks};
+        use std::sync::Arc;
+        let unbuilt = LazyMasks::default();
+        assert!(unbuilt.appended(2).unsettled());
+        let built = LazyMasks::default();
+        let cells = Arc::new(SegmentMasks::sized_in(10, 1));
+        built.built.set(Some(Masks { cells, extra: 0 })).unwrap();
+        let three = built.appended(2);
+        let four = three.appended(3);
+        assert_eq!(four.get().map(|m| m.extra), Some(SegmentMasks::bit(2) | SegmentMasks::bit(3)));
+        // Every key names the appended segments, and only those here.
+        assert_eq!(four.get().unwrap().segments(0xDEAD_BEEF), 0b1100);
+        assert!(four.appended(4).get().is_some());
+        assert!(built.appended(8).unsettled());
+        assert!(built.appended(7).get().is_some());
     }
 
     /// An index at `dir` of 90 pages of 30 words from a vocabulary of 400,

@@ -77,6 +77,7 @@ fn main() {
         ),
         "prefix" => prefix::run(Path::new(arg(1)), scheme(arg(2))),
         "gaoya" => run_gaoya(Path::new(arg(1))),
+        "ifnew" => if_new(Path::new(arg(1)), scheme(arg(2))),
         "score" => score(Path::new(arg(1)), Path::new(arg(2))),
         _ => usage(),
     }
@@ -84,7 +85,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: neardex-compare gen N DIR | real DIR | neardex DIR SCHEME | requery DIR SCHEME | lsh DIR SCHEME BANDS ROWS | prefix DIR SCHEME | gaoya DIR | score TRUTH PAIRS"
+        "usage: neardex-compare gen N DIR | real DIR | neardex DIR SCHEME | requery DIR SCHEME | lsh DIR SCHEME BANDS ROWS | prefix DIR SCHEME | gaoya DIR | ifnew DIR SCHEME | score TRUTH PAIRS"
     );
     std::process::exit(2)
 }
@@ -857,6 +858,40 @@ fn time_queries(
     let exact = two_passes(queries, |own, q| other_matches(searcher.query(&q.vector, tau).unwrap(), own));
     let lsh = two_passes(queries, |own, q| other_matches(searcher.query_lsh(q, tau).unwrap(), own));
     QueryTimes { exact, lsh }
+}
+
+/// The crawler's loop over the corpus: each chunk of 1,000 signed pages
+/// through one `Writer::insert_batch_if_new` at τ = 0.8 and a durable
+/// commit, with the index's default options (a flush every 50,000 pages,
+/// merges inside the commits), into `neardex-ifnew-SCHEME`. Prints the
+/// docs/s, the pages refused, and the segments at the end.
+fn if_new(dir: &Path, scheme: Scheme) {
+    let signer = Signer::new(scheme.config()).unwrap();
+    let tau = Threshold::new(TAU).unwrap();
+    let index_dir = dir.join(format!("neardex-ifnew-{}", scheme.name()));
+    let _ = std::fs::remove_dir_all(&index_dir);
+    let index = Index::create(&index_dir, scheme.config()).unwrap();
+    let (mut n, mut refused) = (0u64, 0u64);
+    let start = Instant::now();
+    sign_all(&scheme.input(dir), &signer, |chunk| {
+        n += chunk.len() as u64;
+        let mut writer = index.writer().unwrap();
+        let keys: Vec<String> = chunk.iter().map(|(i, _)| i.to_string()).collect();
+        let batch = keys.iter().zip(&chunk).map(|(k, (_, s))| (k.as_str(), Document::Signatures(s), Metadata::default()));
+        for result in writer.insert_batch_if_new(batch, tau) {
+            refused += u64::from(matches!(result.unwrap(), neardex::store::InsertIfNew::Matches(_)));
+        }
+        writer.commit().unwrap();
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let stats = index.stats().unwrap();
+    println!(
+        "{{\"tool\": \"ifnew-{}\", \"documents\": {n}, \"seconds\": {secs:.2}, \"docs_per_s\": {:.0}, \"refused\": {refused}, \"segments\": {}, \"peak_rss_bytes\": {}}}",
+        scheme.name(),
+        n as f64 / secs,
+        stats.segments,
+        peak_rss()
+    );
 }
 
 /// The LSH query path under another banding than the default (b bands of
