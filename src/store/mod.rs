@@ -271,7 +271,8 @@ struct State {
     ranks: Arc<std::sync::OnceLock<query::Ranks>>,
     /// Which segments may hold each posting key (`query.rs`): built by
     /// `Searcher::warm_up`, or on the pool once queries without them have
-    /// spent what they cost; shared until the segments change.
+    /// spent what they cost; shared until the segments change (a segment
+    /// appended keeps them, named for every key: `LazyMasks::appended`).
     segment_masks: Arc<query::LazyMasks>,
     /// For a read-only index: the catalog snapshot this state was loaded
     /// from. Another process's writer may commit at any time, so searchers

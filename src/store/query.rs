@@ -1332,14 +1332,15 @@ impl SegmentSets for Masks {
 }
 
 /// A snapshot's [`SegmentMasks`], shared by its searchers until the
-/// segments change. [`WarmUp::Pages`] builds them; so, without it, does a
+/// segments change (and by the next snapshot when that only appends a
+/// segment: [`LazyMasks::appended`]). [`WarmUp::Pages`] builds them; so, without it, does a
 /// pool thread once the snapshot's queries over several segments have
 /// spent about as long without them as building them takes: rent until the
 /// rent paid reaches the price, then buy. (The rent counted is the
 /// queries' whole time, not only what the masks would have saved, about
 /// half of it at 1M pages, so it buys early rather than late.) Queries go
-/// on without them meanwhile, and a snapshot replaced after a few queries
-/// never pays for them.
+/// on without them meanwhile, and a snapshot whose segments a merge
+/// replaces after a few queries never pays for them.
 #[derive(Debug, Default)]
 pub(super) struct LazyMasks {
     /// `None` inside when a key section is damaged (queries then look
@@ -1732,7 +1733,9 @@ pub enum WarmUp {
     /// later ones. With two or more segments, also the segments' masks:
     /// for each posting key, which segments may hold it (two bytes a key
     /// and segment, built on all cores), so that a query looks each
-    /// signature up only in those; kept until the segments change.
+    /// signature up only in those; kept until a merge (a flush that adds
+    /// a segment keeps them, and its queries look every signature up in
+    /// the new segment, up to eight segments).
     /// Without this warm-up, a pool thread builds them once the snapshot's
     /// queries over several segments have spent about as long without
     /// them as they take to build.

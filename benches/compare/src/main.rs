@@ -877,7 +877,8 @@ fn if_new(dir: &Path, scheme: Scheme) {
         n += chunk.len() as u64;
         let mut writer = index.writer().unwrap();
         let keys: Vec<String> = chunk.iter().map(|(i, _)| i.to_string()).collect();
-        let batch = keys.iter().zip(&chunk).map(|(k, (_, s))| (k.as_str(), Document::Signatures(s), Metadata::default()));
+        let batch =
+            keys.iter().zip(&chunk).map(|(k, (_, s))| (k.as_str(), Document::Signatures(s), Metadata::default()));
         for result in writer.insert_batch_if_new(batch, tau) {
             refused += u64::from(matches!(result.unwrap(), neardex::store::InsertIfNew::Matches(_)));
         }
