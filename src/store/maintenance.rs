@@ -232,12 +232,8 @@ impl Inner {
         txn.commit().map_err(redb_err("committing the flush"))?;
         let mut segments = guard.segments.clone();
         segments.insert(segment_id, loaded);
-        // The masks stay, with the new segment named for every key, when
-        // it comes last (segment ids ascend).
-        let segment_masks = match segments.keys().next_back() {
-            Some(&last) if last == segment_id => guard.segment_masks.appended(guard.segments.len()),
-            _ => Arc::default(),
-        };
+        // The masks stay, with the new segment named for every key.
+        let segment_masks = guard.segment_masks.appended(&segments, segment_id);
         let delta: BTreeMap<u64, Arc<super::DeltaDoc>> = guard
             .delta
             .iter()

@@ -1549,15 +1549,10 @@ impl<'a> Writer<'a> {
             }
             if let Some((id, loaded)) = staged {
                 // The estimates of the old segment list go; its masks stay,
-                // with the new segment named for every key, when it comes
-                // last (segment ids ascend).
-                let covered = segments.len();
+                // with the new segment named for every key.
                 segments.insert(id, loaded);
                 ranks = Arc::default();
-                segment_masks = match segments.keys().next_back() {
-                    Some(&last) if last == id => segment_masks.appended(covered),
-                    _ => Arc::default(),
-                };
+                segment_masks = segment_masks.appended(&segments, id);
             } else {
                 // (A bulk writer's documents are freed with it, after the
                 // lock: the segment holds them now.)

@@ -1350,6 +1350,9 @@ pub(super) struct LazyMasks {
     spent: AtomicU64,
     /// Whether a query has handed their build to the pool.
     handed: AtomicBool,
+    /// What the build is expected to take, in nanoseconds: computed by the
+    /// first charge.
+    price: std::sync::OnceLock<u64>,
 }
 
 impl LazyMasks {
@@ -1366,15 +1369,17 @@ impl LazyMasks {
     }
 
     /// The masks of the snapshot that a flush or a bulk commit makes by
-    /// appending one segment, after this snapshot's `covered` segments:
-    /// this one's, shared, with the new segment's bit named for every key
-    /// (a query then looks each of its signatures up there), so that its
-    /// queries need not pay for new ones. Unbuilt when these are, or when
-    /// the new segment's bit would stand for a covered segment too (from
+    /// adding segment `id` to this snapshot's, giving `segments`: when it
+    /// comes last (segment ids ascend), this one's, shared, with the new
+    /// segment's bit named for every key (a query then looks each of its
+    /// signatures up there), so that its queries need not pay for new
+    /// ones. Unbuilt when these are, when the new segment does not come
+    /// last, or when its bit would stand for a covered segment too (from
     /// the ninth segment on).
-    pub(super) fn appended(&self, covered: usize) -> Arc<LazyMasks> {
+    pub(super) fn appended(&self, segments: &BTreeMap<u64, Arc<super::LoadedSegment>>, id: u64) -> Arc<LazyMasks> {
+        let covered = segments.len().saturating_sub(1);
         match self.get() {
-            Some(masks) if covered < 8 => {
+            Some(masks) if covered < 8 && segments.keys().next_back() == Some(&id) => {
                 let lazy = LazyMasks::default();
                 let extra = masks.extra | SegmentMasks::bit(covered);
                 let _ = lazy.built.set(Some(Masks { cells: Arc::clone(&masks.cells), extra }));
@@ -1408,15 +1413,11 @@ impl LazyMasks {
         if self.handed.load(Ordering::Relaxed) || !self.unsettled() {
             return false;
         }
-        let pairs: usize = segments.values().map(|l| l.segment.posting_key_count()).sum();
-        spent >= (pairs as u64).saturating_mul(Self::BUILD_NANOS) && !self.handed.swap(true, Ordering::Relaxed)
-    }
-
-    /// Whether the masks are built, for tests that wait for the pool's
-    /// build.
-    #[cfg(test)]
-    pub(super) fn is_built(&self) -> bool {
-        self.built.get().is_some()
+        let price = *self.price.get_or_init(|| {
+            let pairs: usize = segments.values().map(|l| l.segment.posting_key_count()).sum();
+            (pairs as u64).saturating_mul(Self::BUILD_NANOS)
+        });
+        spent >= price && !self.handed.swap(true, Ordering::Relaxed)
     }
 }
 
@@ -3308,8 +3309,8 @@ mod tests {
     /// Without a warm-up, queries over several segments build the
     /// snapshot's masks on the pool once they have spent what the build
     /// costs, and answer the same before and after; a snapshot of one
-    /// segment (and pending pages) never builds them, and new segments
-    /// start without them.
+    /// segment (and pending pages) never builds them, and one that a flush
+    /// appends a segment to keeps them.
     #[test]
     fn queries_build_the_masks_they_pay_for() {
         use crate::{Similarity, Threshold};
@@ -3326,7 +3327,7 @@ mod tests {
             let mut rounds = 0;
             // Every query checked; rounds until the masks are built (or,
             // in one segment, a few rounds).
-            while rounds < 3 || (masked && !s.state.segment_masks.is_built()) {
+            while rounds < 3 || (masked && s.state.segment_masks.unsettled()) {
                 assert!(std::time::Instant::now() < deadline, "no masks after {rounds} rounds");
                 for (_, v) in &all {
                     let expected = crate::oracle::query(all.iter().copied(), v, Similarity::SetJaccard, tau);
@@ -3368,19 +3369,27 @@ mod tests {
     fn appended_segments_keep_the_masks_while_their_bits_are_free() {
         use super::{LazyMasks, Masks};
         use std::sync::Arc;
+        // Segment lists of n segments with ids 1..=n (the segments
+        // themselves are never read here): one made of the index above.
+        let dir = tempfile::tempdir().unwrap();
+        let index = paired_pages_in(dir.path(), 1);
+        let one = index.searcher().unwrap().state.segments.values().next().cloned().unwrap();
+        let list = |n: u64| (1..=n).map(|id| (id, Arc::clone(&one))).collect::<BTreeMap<_, _>>();
         let unbuilt = LazyMasks::default();
-        assert!(unbuilt.appended(2).unsettled());
+        assert!(unbuilt.appended(&list(3), 3).unsettled());
         let built = LazyMasks::default();
         let cells = Arc::new(SegmentMasks::sized_in(10, 1));
         built.built.set(Some(Masks { cells, extra: 0 })).unwrap();
-        let three = built.appended(2);
-        let four = three.appended(3);
+        let three = built.appended(&list(3), 3);
+        let four = three.appended(&list(4), 4);
         assert_eq!(four.get().map(|m| m.extra), Some(SegmentMasks::bit(2) | SegmentMasks::bit(3)));
         // Every key names the appended segments, and only those here.
         assert_eq!(four.get().unwrap().segments(0xDEAD_BEEF), 0b1100);
-        assert!(four.appended(4).get().is_some());
-        assert!(built.appended(8).unsettled());
-        assert!(built.appended(7).get().is_some());
+        assert!(four.appended(&list(5), 5).get().is_some());
+        assert!(built.appended(&list(9), 9).unsettled());
+        assert!(built.appended(&list(8), 8).get().is_some());
+        // A segment that does not come last leaves the masks behind.
+        assert!(built.appended(&list(3), 2).unsettled());
     }
 
     /// An index at `dir` of 90 pages of 30 words from a vocabulary of 400,

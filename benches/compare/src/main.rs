@@ -674,10 +674,8 @@ fn requery(dir: &Path, scheme: Scheme) {
         // the snapshot's segment masks arrive without a warm-up).
         if each && !times.is_empty() {
             let sum: f64 = times.iter().sum();
-            eprintln!("pass {pass}: mean {:.2} us, {:.3} s of queries so far", sum / times.len() as f64 * 1e6, {
-                spent += sum;
-                spent
-            });
+            spent += sum;
+            eprintln!("pass {pass}: mean {:.2} us, {spent:.3} s of queries so far", sum / times.len() as f64 * 1e6);
         }
         passes.push(percentiles(times));
     }
