@@ -52,37 +52,42 @@ impl Hasher for MixHasher {
 pub(super) type MixMap<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
 pub(super) type MixSet<K> = std::collections::HashSet<K, BuildHasherDefault<MixHasher>>;
 
-/// The ids listed under one key: most signatures of a pending document are
-/// its alone, and a vector of one id would cost an allocation (and a free)
-/// for each of them.
-#[derive(Debug)]
-enum Ids {
-    One(u64),
-    Many(Vec<u64>),
-}
+/// The top bit of a listed value: set, the value's other bits are the
+/// index of its key's ids in [`DeltaIndex::many`]; clear, the value is the
+/// key's one id. Most signatures of a pending document are its alone: a
+/// vector of one id would cost an allocation (and a free) for each of
+/// them, and a bucket of the map holds 16 bytes instead of 32.
+const MANY: u64 = 1 << 63;
 
-impl Ids {
-    fn push(&mut self, id: u64) {
-        match self {
-            Ids::One(first) => *self = Ids::Many(vec![*first, id]),
-            Ids::Many(ids) => ids.push(id),
-        }
-    }
-
-    fn as_slice(&self) -> &[u64] {
-        match self {
-            Ids::One(id) => std::slice::from_ref(id),
-            Ids::Many(ids) => ids,
-        }
-    }
-}
-
-fn list<K: std::hash::Hash + Eq>(map: &mut MixMap<K, Ids>, key: K, id: u64) {
+/// Lists `id` under `key`: in the value itself while it is the key's only
+/// id (and below [`MANY`]), else in a list of `many`.
+fn list<K: std::hash::Hash + Eq>(map: &mut MixMap<K, u64>, many: &mut Vec<Vec<u64>>, key: K, id: u64) {
     match map.entry(key) {
-        std::collections::hash_map::Entry::Occupied(mut ids) => ids.get_mut().push(id),
-        std::collections::hash_map::Entry::Vacant(slot) => {
-            slot.insert(Ids::One(id));
+        std::collections::hash_map::Entry::Occupied(mut slot) => {
+            let value = *slot.get();
+            if value & MANY != 0 {
+                many[(value & !MANY) as usize].push(id);
+            } else {
+                slot.insert(MANY | many.len() as u64);
+                many.push(vec![value, id]);
+            }
         }
+        std::collections::hash_map::Entry::Vacant(slot) if id & MANY == 0 => {
+            slot.insert(id);
+        }
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(MANY | many.len() as u64);
+            many.push(vec![id]);
+        }
+    }
+}
+
+/// The ids a listed `value` stands for.
+fn ids<'a>(value: &'a u64, many: &'a [Vec<u64>]) -> &'a [u64] {
+    if value & MANY == 0 {
+        std::slice::from_ref(value)
+    } else {
+        &many[(value & !MANY) as usize]
     }
 }
 
@@ -90,8 +95,10 @@ fn list<K: std::hash::Hash + Eq>(map: &mut MixMap<K, Ids>, key: K, id: u64) {
 /// plus the committed documents not yet listed.
 #[derive(Debug, Default)]
 pub(super) struct DeltaIndex {
-    postings: MixMap<u64, Ids>,
-    bands: MixMap<(u32, u64), Ids>,
+    postings: MixMap<u64, u64>,
+    bands: MixMap<(u32, u64), u64>,
+    /// The ids of the keys listed under more than one (see [`MANY`]).
+    many: Vec<Vec<u64>>,
     /// No band buckets (a writer's own index, which only exact queries
     /// read).
     without_bands: bool,
@@ -110,6 +117,29 @@ impl DeltaIndex {
         Arc::new(RwLock::new(index))
     }
 
+    /// The index a flush starts, over the `docs` it leaves pending, in
+    /// tables reserved at the sizes of `old` (the index of the flushed
+    /// documents), which the documents up to the next flush about fill:
+    /// grown from empty, each doubling would move every key listed into
+    /// memory faulted in afresh. (Memory is reserved, not touched: the
+    /// tables are resident as keys fill them.)
+    pub(super) fn after_flush<'a>(
+        old: &RwLock<DeltaIndex>,
+        docs: impl IntoIterator<Item = (&'a u64, &'a Arc<DeltaDoc>)>,
+    ) -> Arc<RwLock<DeltaIndex>> {
+        let old = old.read().unwrap_or_else(|p| p.into_inner());
+        let mut index = DeltaIndex {
+            postings: MixMap::with_capacity_and_hasher(old.postings.len(), Default::default()),
+            bands: MixMap::with_capacity_and_hasher(old.bands.len(), Default::default()),
+            without_bands: old.without_bands,
+            many: Vec::with_capacity(old.many.len()),
+            lengths: MixMap::with_capacity_and_hasher(old.lengths.len(), Default::default()),
+            queue: Vec::new(),
+        };
+        index.queue(docs);
+        Arc::new(RwLock::new(index))
+    }
+
     /// An index without band buckets, for exact queries only.
     pub(super) fn without_bands() -> DeltaIndex {
         DeltaIndex { without_bands: true, ..DeltaIndex::default() }
@@ -120,15 +150,23 @@ impl DeltaIndex {
         self.queue.extend(docs.into_iter().map(|(&id, doc)| (id, Arc::clone(doc))));
     }
 
+    /// Room for `docs` more documents holding `keys` signatures in all, so
+    /// that listing them moves no key already listed (a writer's own
+    /// index, which lists no band keys).
+    pub(super) fn reserve(&mut self, docs: usize, keys: usize) {
+        self.postings.reserve(keys);
+        self.lengths.reserve(docs);
+    }
+
     fn drain(&mut self) {
         for (id, doc) in std::mem::take(&mut self.queue) {
             self.lengths.insert(id, (doc.vector.total(), doc.vector.distinct()));
             for &hash in doc.vector.hashes() {
-                list(&mut self.postings, hash, id);
+                list(&mut self.postings, &mut self.many, hash, id);
             }
             if !self.without_bands {
                 for (band, &key) in doc.band_keys.iter().enumerate() {
-                    list(&mut self.bands, (band as u32, key), id);
+                    list(&mut self.bands, &mut self.many, (band as u32, key), id);
                 }
             }
         }
@@ -143,7 +181,7 @@ impl DeltaIndex {
 
     /// Ids listed under a signature hash.
     pub(super) fn posting(&self, hash: u64) -> Option<&[u64]> {
-        self.postings.get(&hash).map(Ids::as_slice)
+        self.postings.get(&hash).map(|value| ids(value, &self.many))
     }
 
     /// The multiset and set lengths of a listed document.
@@ -153,7 +191,7 @@ impl DeltaIndex {
 
     /// Ids listed under a band key.
     pub(super) fn bucket(&self, band: u32, key: u64) -> Option<&[u64]> {
-        self.bands.get(&(band, key)).map(Ids::as_slice)
+        self.bands.get(&(band, key)).map(|value| ids(value, &self.many))
     }
 }
 
@@ -197,5 +235,94 @@ impl DeltaFingerprints {
     /// The ids listed under `fingerprint`.
     pub(super) fn ids(&self, fingerprint: crate::hash::Fingerprint) -> &[u64] {
         self.0.get(&fingerprint.0).map_or(&[], Vec::as_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DeltaDoc, DeltaIndex, MANY};
+    use crate::hash::Fingerprint;
+    use crate::vector::SignatureVector;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, RwLock};
+
+    fn doc(hashes: &[u64], bands: &[u64]) -> Arc<DeltaDoc> {
+        Arc::new(DeltaDoc {
+            vector: SignatureVector::from_hashes(hashes.to_vec()),
+            band_keys: bands.to_vec(),
+            fingerprint: Fingerprint(0),
+        })
+    }
+
+    proptest! {
+        /// Every key lists exactly the documents that hold it, in the
+        /// order they were queued (ids above 2^63 included), with their
+        /// lengths; after a flush, the next index lists only the
+        /// documents left pending.
+        #[test]
+        fn keys_list_their_documents(
+            docs in prop::collection::vec((prop::bool::ANY, prop::collection::btree_set(0u64..40, 1..12), 0u64..6), 1..60),
+            keep in prop::collection::vec(prop::bool::ANY, 60),
+        ) {
+            let docs: Vec<(u64, Arc<DeltaDoc>)> = docs
+                .iter()
+                .enumerate()
+                .map(|(n, (high, hashes, band))| {
+                    let id = if *high { MANY + n as u64 } else { n as u64 };
+                    let hashes: Vec<u64> = hashes.iter().copied().collect();
+                    (id, doc(&hashes, &[*band, band + 1]))
+                })
+                .collect();
+            let expect = |docs: &[(u64, Arc<DeltaDoc>)]| {
+                let mut postings: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+                let mut bands: BTreeMap<(u32, u64), Vec<u64>> = BTreeMap::new();
+                for (id, doc) in docs {
+                    for &hash in doc.vector.hashes() {
+                        postings.entry(hash).or_default().push(*id);
+                    }
+                    for (band, &key) in doc.band_keys.iter().enumerate() {
+                        bands.entry((band as u32, key)).or_default().push(*id);
+                    }
+                }
+                (postings, bands)
+            };
+            let all = docs.clone();
+            let check = |lock: &RwLock<DeltaIndex>, docs: &[(u64, Arc<DeltaDoc>)]| {
+                let index = super::read(lock);
+                let (postings, bands) = expect(docs);
+                for hash in 0..40 {
+                    prop_assert_eq!(index.posting(hash), postings.get(&hash).map(Vec::as_slice));
+                }
+                for band in 0..2 {
+                    for key in 0..8 {
+                        prop_assert_eq!(index.bucket(band, key), bands.get(&(band, key)).map(Vec::as_slice));
+                    }
+                }
+                for (id, doc) in &all {
+                    let listed = docs.iter().any(|(listed, _)| listed == id);
+                    let lengths = listed.then(|| (doc.vector.total(), doc.vector.distinct()));
+                    prop_assert_eq!(index.lengths(*id), lengths);
+                }
+                Ok(())
+            };
+            // Queued in two commits, as a writer does.
+            let (first, second) = docs.split_at(docs.len() / 2);
+            let shared = DeltaIndex::shared(first.iter().map(|(id, d)| (id, d)));
+            drop(super::read(&shared)); // The first commit listed.
+            shared.write().unwrap().queue(second.iter().map(|(id, d)| (id, d)));
+            check(&shared, &docs)?;
+            // A flush that leaves some documents pending: a new index of
+            // those, reserved at the old one's sizes; the old one, which
+            // older snapshots still read, unchanged.
+            let pending: Vec<(u64, Arc<DeltaDoc>)> =
+                docs.iter().zip(&keep).filter(|(_, &k)| k).map(|(d, _)| d.clone()).collect();
+            let next = DeltaIndex::after_flush(&shared, pending.iter().map(|(id, d)| (id, d)));
+            check(&next, &pending)?;
+            check(&shared, &docs)?;
+            let (old, next) = (super::read(&shared), super::read(&next));
+            prop_assert!(next.postings.capacity() >= old.postings.len());
+            prop_assert!(next.bands.capacity() >= old.bands.len());
+        }
     }
 }

@@ -251,9 +251,10 @@ impl Inner {
         };
         // The writer's map of pending fingerprints starts afresh with them.
         *lock(&self.delta_fingerprints) = None;
+        let delta_index = DeltaIndex::after_flush(&guard.delta_index, &delta);
         *guard = Arc::new(State {
             segments,
-            delta_index: DeltaIndex::shared(&delta),
+            delta_index,
             delta: Arc::new(delta),
             deleted,
             deleted_per_segment,

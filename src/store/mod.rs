@@ -1352,6 +1352,10 @@ impl<'a> Writer<'a> {
                 (signature, stored)
             })
             .collect();
+        // Room for the batch in the staged postings, which would otherwise
+        // grow (moving every key) as its documents are inserted.
+        let keys = queried.iter().map(|(signature, _)| signature.vector.hashes().len()).sum();
+        Self::staged_index(&mut self.added_index, &self.added).reserve(documents.len(), keys);
         let mut results = Vec::with_capacity(documents.len());
         for ((key, _, metadata), (signature, stored)) in documents.into_iter().zip(queried) {
             let result =
@@ -1383,17 +1387,23 @@ impl<'a> Writer<'a> {
             .filter(|m| !self.newly_deleted.contains(&m.id) && !self.removed_pending.contains(&m.id))
             .collect();
         let measure = self.index.config().similarity;
-        let staged = self.added_index.get_or_insert_with(|| {
-            let mut index = DeltaIndex::without_bands();
-            index.queue(&self.added);
-            index
-        });
+        let staged = Self::staged_index(&mut self.added_index, &self.added);
         matches.extend(query::query_staged(&self.added, staged.listed(), &signature.vector, measure, tau));
         if !matches.is_empty() {
             matches.sort_unstable_by_key(|m| m.id);
             return Ok(InsertIfNew::Matches(matches));
         }
         Ok(InsertIfNew::Inserted(self.insert(key, Document::Signatures(signature), metadata)?))
+    }
+
+    /// The postings of the staged documents `added` (built at the first
+    /// call into `index`).
+    fn staged_index<'i>(index: &'i mut Option<DeltaIndex>, added: &BTreeMap<u64, Arc<DeltaDoc>>) -> &'i mut DeltaIndex {
+        index.get_or_insert_with(|| {
+            let mut index = DeltaIndex::without_bands();
+            index.queue(added);
+            index
+        })
     }
 
     /// Deletes the document stored under `key`; returns whether there was
