@@ -112,9 +112,13 @@ pub(super) struct DeltaIndex {
 impl DeltaIndex {
     /// A shared index over `docs` (queued).
     pub(super) fn shared<'a>(docs: impl IntoIterator<Item = (&'a u64, &'a Arc<DeltaDoc>)>) -> Arc<RwLock<DeltaIndex>> {
-        let mut index = DeltaIndex::default();
-        index.queue(docs);
-        Arc::new(RwLock::new(index))
+        DeltaIndex::default().sharing(docs)
+    }
+
+    /// This index, shared, with `docs` queued.
+    fn sharing<'a>(mut self, docs: impl IntoIterator<Item = (&'a u64, &'a Arc<DeltaDoc>)>) -> Arc<RwLock<DeltaIndex>> {
+        self.queue(docs);
+        Arc::new(RwLock::new(self))
     }
 
     /// The index a flush starts, over the `docs` it leaves pending, in
@@ -128,16 +132,14 @@ impl DeltaIndex {
         docs: impl IntoIterator<Item = (&'a u64, &'a Arc<DeltaDoc>)>,
     ) -> Arc<RwLock<DeltaIndex>> {
         let old = old.read().unwrap_or_else(|p| p.into_inner());
-        let mut index = DeltaIndex {
+        let index = DeltaIndex {
             postings: MixMap::with_capacity_and_hasher(old.postings.len(), Default::default()),
             bands: MixMap::with_capacity_and_hasher(old.bands.len(), Default::default()),
-            without_bands: old.without_bands,
             many: Vec::with_capacity(old.many.len()),
             lengths: MixMap::with_capacity_and_hasher(old.lengths.len(), Default::default()),
-            queue: Vec::new(),
+            ..DeltaIndex::default()
         };
-        index.queue(docs);
-        Arc::new(RwLock::new(index))
+        index.sharing(docs)
     }
 
     /// An index without band buckets, for exact queries only.
