@@ -195,7 +195,16 @@ fn index_over_segment(data: &[u8]) {
         let _ = searcher.query(&signature.vector, tau);
         let _ = searcher.query_lsh(&signature, tau);
         let _ = searcher.query_key("a", tau);
-        let _ = searcher.self_join(tau, |_| {});
+        // At τ = 0.5, the bounded self-join, in blocks of a few bytes,
+        // finds the self-join's pairs whenever both read the segment
+        // without error.
+        let (mut whole, mut bounded) = (Vec::new(), Vec::new());
+        if searcher.self_join(tau, |p| whole.push(p)).is_ok()
+            && tau.ppb() == 500_000_000
+            && searcher.self_join_bounded(tau, 64, 3, 5, |p| bounded.push(p)).is_ok()
+        {
+            assert_eq!(whole, bounded, "the bounded self-join's pairs");
+        }
         let _ = searcher.clusters(tau);
         let _ = searcher.top_k(&signature.vector, 2, tau);
     }

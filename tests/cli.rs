@@ -89,9 +89,13 @@ fn every_command_on_text_html_and_jsonl() {
     let valley = format!("{pages_dir}/valley-times.html");
     let pairs = ok(&["pairs", idx, "--threshold", "0.5"]);
     assert_eq!(pairs, ok(&["pairs", idx, "--threshold", "0.5", "--brute-force"]));
+    assert_eq!(pairs, ok(&["pairs", idx, "--threshold", "0.5", "--memory", "2M"]));
     assert!(pairs.iter().any(|p| p["a"] == chronicle.as_str() && p["b"] == valley.as_str()));
     let clusters = ok(&["clusters", idx, "--threshold", "0.5"]);
     assert!(clusters.iter().any(|c| c["representative"] == chronicle.as_str()));
+    assert_eq!(clusters, ok(&["clusters", idx, "--threshold", "0.5", "--memory", "1gib"]));
+    fails(&["pairs", idx, "--memory", "1M"], 2, "less than the least the join can keep to, 2M");
+    fails(&["clusters", idx, "--memory", "lots"], 2, "is not a size");
 
     let q = ok(&["query", idx, "--threshold", "0.6", &valley]);
     assert_eq!(q[0]["query"], valley.as_str());

@@ -121,6 +121,14 @@ if prefix:
              for tool in ["prefix-shingles", "prefix-spotsigs"] if median(tool, "join_peak_rss_bytes") is not None]
     if peaks:
         print(f"Prefix filter peak RSS, MiB: {'; '.join(peaks)}.")
+# neardex's peak RSS column is the whole job's (the ingest, the query
+# passes after a page warm-up, the join); the ingest's and the join's own
+# (VmHWM reset before it) are recorded too.
+phases = [f"{label} ingest {fmt(median(f'neardex-{scheme}', 'ingest_peak_rss_bytes') / 2**20)}, self-join "
+          f"{fmt(median(f'neardex-{scheme}', 'self_join_peak_rss_bytes') / 2**20)}"
+          for scheme, label in labels.items() if median(f"neardex-{scheme}", "self_join_peak_rss_bytes") is not None]
+if phases:
+    print(f"neardex peak RSS by phase, MiB: {'; '.join(phases)}.")
 html = median("neardex-spotsigs", "sign_html_docs_per_s")
 if html is not None:
     # SpotSigs signs the token text the peers are given; the same vectors

@@ -53,6 +53,31 @@ impl SegmentBytes {
     }
 }
 
+impl SegmentBytes {
+    /// Drops this process's mapping of the pages of `offset..offset + len`
+    /// (`MADV_DONTNEED`), so that they no longer count in its resident
+    /// memory; the file's pages stay in the page cache, which the kernel
+    /// may reclaim. A later read maps them again, from the cache or the
+    /// file, with the same bytes. Best effort: on other systems or an
+    /// owned buffer nothing happens.
+    pub fn release(&self, offset: usize, len: usize) {
+        #[cfg(target_os = "linux")]
+        if let SegmentBytes::Mapped(map) = self {
+            let len = len.min(map.len().saturating_sub(offset));
+            if len > 0 {
+                // SAFETY: the map is a read-only shared map of a file that
+                // no one modifies or truncates (the module's contract), so
+                // the pages read again after the advice hold the bytes
+                // they held before it: any slice borrowed from the map
+                // reads the same values throughout.
+                let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
+    }
+}
+
 /// Maps a segment file read-only.
 pub fn map_segment(file: &File) -> std::io::Result<SegmentBytes> {
     if file.metadata()?.len() == 0 {

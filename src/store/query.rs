@@ -1888,11 +1888,16 @@ struct Sink {
     tau: Threshold,
     keep: Option<usize>,
     matches: Vec<Match>,
+    /// A bounded self-join's probe: its segment candidates that pass the
+    /// bounds, as (segment position, ordinal), to be verified later in
+    /// the order of their vectors ([`Searcher::self_join_within`]), rather
+    /// than verified now.
+    deferred: Option<Vec<(u32, u32)>>,
 }
 
 impl Sink {
     fn threshold(tau: Threshold) -> Sink {
-        Sink { tau, keep: None, matches: Vec::new() }
+        Sink { tau, keep: None, matches: Vec::new(), deferred: None }
     }
 
     fn offer(&mut self, id: u64, overlap: Overlap) {
@@ -2283,6 +2288,18 @@ impl Searcher {
         let before = verify.len();
         verify.retain(|&(_, (held, x))| bound(measure, len_q, delta1.saturating_sub(held), x).meets(sink.tau));
         stats.pruned_by_bounds += (before - verify.len()) as u64;
+        if let Some(deferred) = sink.deferred.as_mut() {
+            // A bounded self-join's probe: the wanted survivors are
+            // verified later, in the order of their vectors.
+            let position = u32::try_from(position).unwrap_or(u32::MAX);
+            for &(ordinal, (_, x)) in verify.iter() {
+                let id = segment.entry(ordinal)?.id;
+                if !self.state.deleted.contains(&id) && plan.wants(x, id) {
+                    deferred.push((position, ordinal));
+                }
+            }
+            return Ok(());
+        }
         // The survivors' entries and vectors asked for first, all of them, so
         // that their cache misses overlap rather than come one
         // verification at a time.
@@ -2434,7 +2451,115 @@ pub struct Cluster {
 /// "Fewer waits in the self-join").
 const JOIN_CHUNK: usize = 8192;
 
+/// How many deferred candidates a bounded self-join holds before it
+/// verifies them ([`Searcher::self_join_within`]).
+const JOIN_DEFERRED: usize = 8 << 20;
+
+/// A bounded self-join's deferred candidate: the probe (its index among
+/// the join's probes) and the candidate's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Deferred {
+    probe: usize,
+    position: u32,
+    ordinal: u32,
+}
+
+/// The pair of a self-join probe and one of its matches.
+fn joined(JoinProbe { probe, .. }: JoinProbe, m: Match) -> crate::oracle::Pair {
+    crate::oracle::Pair { a: probe.id.min(m.id), b: probe.id.max(m.id), overlap: m.overlap }
+}
+
+/// The segments' hashes sections taken as one run of bytes, in segment
+/// order, cut into blocks of `block` bytes: what a bounded self-join
+/// verifies from at a time ([`Searcher::self_join_within`]).
+struct VectorBlocks {
+    /// Where each segment's hashes start in the run.
+    bases: Vec<usize>,
+    /// The bytes of a block; `None` when every vector fits in the join's
+    /// memory (one block, nothing released).
+    block: Option<usize>,
+}
+
+impl VectorBlocks {
+    fn sized(segments: &[&Arc<super::LoadedSegment>], mapped: usize) -> VectorBlocks {
+        let mut bases = Vec::with_capacity(segments.len());
+        let mut total = 0usize;
+        for loaded in segments {
+            bases.push(total);
+            total += loaded.segment.hashes_len();
+        }
+        let block = (total > mapped).then_some((mapped / 2).max(1));
+        VectorBlocks { bases, block }
+    }
+
+    fn bounded(&self) -> bool {
+        self.block.is_some()
+    }
+
+    /// The block of the vector at `place`.
+    fn block_of(
+        &self,
+        segments: &[&Arc<super::LoadedSegment>],
+        (position, ordinal): (u32, u32),
+    ) -> Result<usize, IndexError> {
+        let Some(block) = self.block else { return Ok(0) };
+        let (Some(loaded), Some(base)) = (segments.get(position as usize), self.bases.get(position as usize)) else {
+            return Ok(0);
+        };
+        Ok((base + loaded.segment.entry(ordinal)?.hash_bytes().start) / block)
+    }
+
+    /// Releases the vectors of block `n`.
+    fn release(&self, segments: &[&Arc<super::LoadedSegment>], n: usize) {
+        let Some(block) = self.block else { return };
+        let (start, end) = (n * block, (n + 1) * block);
+        for (loaded, &base) in segments.iter().zip(&self.bases) {
+            let len = loaded.segment.hashes_len();
+            if start < base + len && base < end {
+                loaded.segment.release_hashes(start.saturating_sub(base)..(end - base).min(len));
+            }
+        }
+    }
+
+    /// Releases the vectors before the one at `place` that `passed` (each
+    /// segment's bytes released so far) has not, and moves it there.
+    fn release_before(
+        &self,
+        segments: &[&Arc<super::LoadedSegment>],
+        (position, ordinal): (u32, u32),
+        passed: &mut [usize],
+    ) -> Result<(), IndexError> {
+        if !self.bounded() {
+            return Ok(());
+        }
+        for (n, (loaded, passed)) in segments.iter().zip(passed.iter_mut()).enumerate() {
+            let until = match (n as u64).cmp(&u64::from(position)) {
+                std::cmp::Ordering::Less => loaded.segment.hashes_len(),
+                std::cmp::Ordering::Equal => loaded.segment.entry(ordinal)?.hash_bytes().start,
+                std::cmp::Ordering::Greater => break,
+            };
+            if until > *passed {
+                loaded.segment.release_hashes(*passed..until);
+                *passed = until;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Searcher {
+    /// Drops this process's mapping of the pages of the snapshot's
+    /// segments that queries, a warm-up or a join mapped in, leaving them
+    /// to the page cache (which the kernel may reclaim): resident memory
+    /// falls by that much, and later reads map them again, from the cache
+    /// or the file. The heap structures a warm-up built stay. For a
+    /// process that goes on to other work, or before
+    /// [`Searcher::self_join_within`] (which does it itself when it
+    /// bounds its memory). The answers never depend on it.
+    pub fn release_pages(&self) {
+        self.state.segments.values().for_each(|loaded| loaded.segment.release());
+    }
+
     /// Prepares this snapshot for queries now rather than at the first
     /// ones, which otherwise pay for it: builds the key directory of every
     /// segment without one (on all cores), under set Jaccard its distinct
@@ -2553,35 +2678,10 @@ impl Searcher {
         for chunk in probes.chunks(chunk.max(1)) {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
                 .par_iter()
-                .map(|&JoinProbe { probe, place }| {
-                    // The signatures the probe alone holds may make the δ1
-                    // break certain before any list, as its query would
-                    // find (most probes): done without its vector.
-                    let held_last = u64::from(shared.held_last(place));
-                    if held_last > 0 {
-                        let window = query_window(measure, probe.length, tau, Some(probe));
-                        if held_last >= break_weight(measure, window, probe.length, tau) {
-                            return Ok(Vec::new());
-                        }
-                    }
-                    // Read where the probe was found, not looked up by id
-                    // in every segment's id index.
-                    let vector = match segments.get(place.0 as usize) {
-                        Some(loaded) => loaded.segment.vector_for(place.1, measure)?,
-                        None => self.vector_of(probe.id)?,
-                    };
-                    let mut sink = Sink::threshold(tau);
-                    self.run_query(&vector, Pruning::Full, &mut sink, Some(probe), Some(&shared))?;
-                    let mut matches = sink.matches;
+                .map(|&probe| {
+                    let mut matches = self.join_probe(probe, &segments, &shared, tau, false)?.matches;
                     matches.sort_unstable_by_key(|m| m.id);
-                    Ok(matches
-                        .into_iter()
-                        .map(|m| crate::oracle::Pair {
-                            a: probe.id.min(m.id),
-                            b: probe.id.max(m.id),
-                            overlap: m.overlap,
-                        })
-                        .collect())
+                    Ok(matches.into_iter().map(|m| joined(probe, m)).collect())
                 })
                 .collect();
             for pairs in found {
@@ -2589,6 +2689,233 @@ impl Searcher {
             }
         }
         Ok(())
+    }
+
+    /// [`Searcher::self_join`] that keeps at most about `mapped` bytes of
+    /// the index's vectors mapped into the process at a time, for an
+    /// index larger than the memory the join may use (a word-3-shingle
+    /// index of 1M pages holds 4.1 GB of vectors and 2.2 GB of posting
+    /// tables): the same pairs, in the same order.
+    ///
+    /// It runs in two phases. The probes' queries run in the order of
+    /// their vectors, so that each probe's vector is read once, in
+    /// passing, and released behind it; they look candidates up in the
+    /// posting tables but verify none, deferring each candidate that
+    /// passes the bounds. The deferred candidates are then verified
+    /// grouped by the two blocks of `mapped / 2` bytes that hold their two
+    /// vectors, block pair after block pair, each block released once no
+    /// later group reads it; the posting tables are released before. What
+    /// stays in memory besides: the deferred candidates (16 bytes each, 32
+    /// more while they are sorted for verification; they are verified
+    /// early when there are more than 8 million), and
+    /// every pair found (32 bytes each), held until the end for the
+    /// order. It starts by releasing whatever this process had mapped of
+    /// the index. Released pages stay in the page cache, which the kernel
+    /// may reclaim. When the vectors take no more than `mapped` bytes,
+    /// nothing is released; `mapped` is at least
+    /// [`Searcher::LEAST_MAPPED`].
+    ///
+    /// # Errors
+    /// As [`Searcher::self_join`].
+    pub fn self_join_within(
+        &self,
+        tau: Threshold,
+        mapped: usize,
+        emit: impl FnMut(crate::oracle::Pair),
+    ) -> Result<(), IndexError> {
+        self.self_join_bounded(tau, mapped.max(Self::LEAST_MAPPED), JOIN_CHUNK, JOIN_DEFERRED, emit)
+    }
+
+    /// The least `mapped` of [`Searcher::self_join_within`]: blocks of a
+    /// mebibyte.
+    pub const LEAST_MAPPED: usize = 2 << 20;
+
+    /// [`Searcher::self_join_within`] in chunks of `chunk` probes, its
+    /// deferred candidates verified once there are `deferred` of them (a
+    /// test's small ones cross the boundaries a small index has none of).
+    pub(crate) fn self_join_bounded(
+        &self,
+        tau: Threshold,
+        mapped: usize,
+        chunk: usize,
+        deferred: usize,
+        mut emit: impl FnMut(crate::oracle::Pair),
+    ) -> Result<(), IndexError> {
+        use rayon::prelude::*;
+        if self.signer.config().similarity == Similarity::Containment {
+            return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
+        }
+        let segments: Vec<_> = self.state.segments.values().collect();
+        let blocks = VectorBlocks::sized(&segments, mapped);
+        if blocks.bounded() {
+            // What earlier work mapped in (queries, a warm-up) is left to
+            // the page cache: the join maps what it reads.
+            self.release_pages();
+        }
+        self.warm_up(WarmUp::Directories);
+        let probes = self.join_probes()?;
+        let shared = SharedSignatures::build(self)?;
+        // The probes in the order of their vectors (the pending ones last).
+        let mut run: Vec<usize> = (0..probes.len()).collect();
+        run.sort_unstable_by_key(|&i| probes[i].place);
+        let chunk = chunk.max(1);
+        let mut found: Vec<(usize, Match)> = Vec::new();
+        let mut waiting: Vec<Deferred> = Vec::new();
+        let mut passed = vec![0; segments.len()];
+        for (n, part) in run.chunks(chunk).enumerate() {
+            let sinks: Vec<Result<Sink, IndexError>> =
+                part.par_iter().map(|&i| self.join_probe(probes[i], &segments, &shared, tau, true)).collect();
+            for (&i, sink) in part.iter().zip(sinks) {
+                let sink = sink?;
+                found.extend(sink.matches.into_iter().map(|m| (i, m)));
+                let candidates = sink.deferred.unwrap_or_default();
+                waiting.extend(candidates.into_iter().map(|(position, ordinal)| Deferred {
+                    probe: i,
+                    position,
+                    ordinal,
+                }));
+            }
+            // The vectors of the probes run so far are released.
+            if let Some(&next) = run.get((n + 1) * chunk) {
+                blocks.release_before(&segments, probes[next].place, &mut passed)?;
+            }
+            if waiting.len() >= deferred {
+                self.verify_deferred(&mut waiting, &probes, &segments, &blocks, tau, &mut found)?;
+            }
+        }
+        self.verify_deferred(&mut waiting, &probes, &segments, &blocks, tau, &mut found)?;
+        found.sort_unstable_by_key(|&(i, m)| (i, m.id));
+        for (i, m) in found {
+            emit(joined(probes[i], m));
+        }
+        Ok(())
+    }
+
+    /// Verifies the deferred candidates of a bounded self-join
+    /// ([`Searcher::self_join_within`]) into `found`, grouped by the
+    /// blocks of their two vectors, and empties `waiting`.
+    fn verify_deferred(
+        &self,
+        waiting: &mut Vec<Deferred>,
+        probes: &[JoinProbe],
+        segments: &[&Arc<super::LoadedSegment>],
+        blocks: &VectorBlocks,
+        tau: Threshold,
+        found: &mut Vec<(usize, Match)>,
+    ) -> Result<(), IndexError> {
+        use rayon::prelude::*;
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        if blocks.bounded() {
+            // What the candidates' look-ups read.
+            segments.iter().for_each(|loaded| loaded.segment.release());
+        }
+        // Each candidate under the blocks of its two vectors, lower first
+        // (a pending probe's vector is in memory: its candidate's block
+        // twice).
+        let mut keyed = Vec::with_capacity(waiting.len());
+        for &d in waiting.iter() {
+            let candidate = blocks.block_of(segments, (d.position, d.ordinal))?;
+            let (position, ordinal) = probes[d.probe].place;
+            let probe = match segments.get(position as usize) {
+                Some(_) => blocks.block_of(segments, (position, ordinal))?,
+                None => candidate,
+            };
+            keyed.push((probe.min(candidate), probe.max(candidate), d));
+        }
+        waiting.clear();
+        keyed.sort_unstable();
+        let mut start = 0;
+        while let Some(&(lo, hi, _)) = keyed.get(start) {
+            let end = start + keyed[start..].partition_point(|k| (k.0, k.1) == (lo, hi));
+            // Each probe's candidates in the group share its vector, read
+            // once; the probes on all cores.
+            let runs: Vec<&[(usize, usize, Deferred)]> =
+                keyed[start..end].chunk_by(|x, y| x.2.probe == y.2.probe).collect();
+            let verified: Vec<Result<Vec<(usize, Match)>, IndexError>> =
+                runs.par_iter().with_min_len(16).map(|run| self.verify_run(run, probes, segments, tau)).collect();
+            for v in verified {
+                found.extend(v?);
+            }
+            // The blocks the next group does not read are released.
+            let next = keyed.get(end).map(|k| (k.0, k.1));
+            for block in if lo == hi { vec![lo] } else { vec![lo, hi] } {
+                if next.is_none_or(|(a, b)| a != block && b != block) {
+                    blocks.release(segments, block);
+                }
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Verifies one probe's deferred candidates (of one block pair)
+    /// against its vector.
+    fn verify_run(
+        &self,
+        run: &[(usize, usize, Deferred)],
+        probes: &[JoinProbe],
+        segments: &[&Arc<super::LoadedSegment>],
+        tau: Threshold,
+    ) -> Result<Vec<(usize, Match)>, IndexError> {
+        let measure = self.signer.config().similarity;
+        let Some(&(_, _, first)) = run.first() else { return Ok(Vec::new()) };
+        let vector = self.probe_vector(probes[first.probe], segments)?;
+        let mut out = Vec::new();
+        for &(_, _, d) in run {
+            let Some(loaded) = segments.get(d.position as usize) else { continue };
+            let entry = loaded.segment.entry(d.ordinal)?;
+            if let Some(overlap) = loaded.segment.overlap_reaching(entry, &vector, measure, tau)? {
+                out.push((d.probe, Match { id: entry.id, overlap }));
+            }
+        }
+        Ok(out)
+    }
+
+    /// One self-join probe's query: the sink holding its matches (with
+    /// `defer`, only those among pending documents, and its segment
+    /// candidates in [`Sink::deferred`]).
+    fn join_probe(
+        &self,
+        probe: JoinProbe,
+        segments: &[&Arc<super::LoadedSegment>],
+        shared: &SharedSignatures,
+        tau: Threshold,
+        defer: bool,
+    ) -> Result<Sink, IndexError> {
+        let measure = self.signer.config().similarity;
+        let mut sink = Sink::threshold(tau);
+        if defer {
+            sink.deferred = Some(Vec::new());
+        }
+        // The signatures the probe alone holds may make the δ1 break
+        // certain before any list, as its query would find (most probes):
+        // done without its vector.
+        let JoinProbe { probe: after, place } = probe;
+        let held_last = u64::from(shared.held_last(place));
+        if held_last > 0 {
+            let window = query_window(measure, after.length, tau, Some(after));
+            if held_last >= break_weight(measure, window, after.length, tau) {
+                return Ok(sink);
+            }
+        }
+        let vector = self.probe_vector(probe, segments)?;
+        self.run_query(&vector, Pruning::Full, &mut sink, Some(after), Some(shared))?;
+        Ok(sink)
+    }
+
+    /// A self-join probe's vector, read where the probe was found rather
+    /// than looked up by id in every segment's id index.
+    fn probe_vector(
+        &self,
+        JoinProbe { probe, place }: JoinProbe,
+        segments: &[&Arc<super::LoadedSegment>],
+    ) -> Result<SignatureVector, IndexError> {
+        match segments.get(place.0 as usize) {
+            Some(loaded) => loaded.segment.vector_for(place.1, self.signer.config().similarity),
+            None => self.vector_of(probe.id),
+        }
     }
 
     /// Every live document as a self-join probe, in ascending (length
@@ -2627,6 +2954,21 @@ impl Searcher {
     /// # Errors
     /// As [`Searcher::self_join`].
     pub fn clusters(&self, tau: Threshold) -> Result<Vec<Cluster>, IndexError> {
+        self.clusters_by(tau, None)
+    }
+
+    /// [`Searcher::clusters`] over [`Searcher::self_join_within`] `mapped`
+    /// bytes.
+    ///
+    /// # Errors
+    /// As [`Searcher::self_join`].
+    pub fn clusters_within(&self, tau: Threshold, mapped: usize) -> Result<Vec<Cluster>, IndexError> {
+        self.clusters_by(tau, Some(mapped))
+    }
+
+    /// [`Searcher::clusters`], the pairs from [`Searcher::self_join_within`]
+    /// when `mapped` is given.
+    fn clusters_by(&self, tau: Threshold, mapped: Option<usize>) -> Result<Vec<Cluster>, IndexError> {
         let ids = self.live_ids()?;
         let index_of = |id: u64| ids.binary_search(&id).ok();
         let mut parent: Vec<usize> = (0..ids.len()).collect();
@@ -2637,7 +2979,7 @@ impl Searcher {
             }
             x
         }
-        self.self_join(tau, |pair| {
+        let join = |pair: crate::oracle::Pair| {
             if let (Some(a), Some(b)) = (index_of(pair.a), index_of(pair.b)) {
                 let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
                 // The smaller index (smaller id) becomes the root: the root
@@ -2645,7 +2987,11 @@ impl Searcher {
                 let (low, high) = if ra < rb { (ra, rb) } else { (rb, ra) };
                 parent[high] = low;
             }
-        })?;
+        };
+        match mapped {
+            Some(mapped) => self.self_join_within(tau, mapped, join)?,
+            None => self.self_join(tau, join)?,
+        }
         let mut members: std::collections::BTreeMap<usize, Vec<u64>> = std::collections::BTreeMap::new();
         for (i, &id) in ids.iter().enumerate() {
             let root = find(&mut parent, i);
@@ -2689,7 +3035,7 @@ impl Searcher {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let mut sink = Sink { tau: tau_min, keep: Some(k), matches: Vec::new() };
+        let mut sink = Sink { tau: tau_min, keep: Some(k), matches: Vec::new(), deferred: None };
         self.run_query(query, Pruning::Full, &mut sink, None, None)?;
         sink.settle(k);
         Ok(sink.matches)
@@ -3304,6 +3650,40 @@ mod tests {
         for chunk in [1, 2, 7, 64] {
             assert_eq!(pairs(chunk), whole, "chunks of {chunk}");
         }
+    }
+
+    /// A bounded self-join gives the self-join's pairs in its order, with
+    /// its vectors in blocks of a few (or one) documents, its probes in
+    /// chunks of any size, its candidates verified in batches of any
+    /// size, and documents deleted from segments and pending.
+    #[test]
+    fn the_bounded_self_join_is_the_self_join() {
+        use crate::Threshold;
+        let dir = tempfile::tempdir().unwrap();
+        let index = paired_pages_in(dir.path(), 3);
+        let mut w = index.writer().unwrap();
+        for key in ["0-0", "1-7", "2-12", "3-1"] {
+            assert!(w.delete(key).unwrap(), "{key}");
+        }
+        w.commit().unwrap();
+        let s = index.searcher().unwrap();
+        assert_eq!(s.state.segments.len(), 3);
+        assert!(!s.state.delta.is_empty());
+        let tau = Threshold::new(0.8).unwrap();
+        let mut whole = Vec::new();
+        s.self_join(tau, |p| whole.push(p)).unwrap();
+        assert!(whole.len() >= 70, "{} pairs", whole.len());
+        let total: usize = s.state.segments.values().map(|l| l.segment.hashes_len()).sum();
+        for mapped in [2, 300, 1_000, 4_096, total / 2, total, usize::MAX] {
+            for (chunk, deferred) in [(1, 1), (7, 3), (64, 1_000), (super::JOIN_CHUNK, super::JOIN_DEFERRED)] {
+                let mut got = Vec::new();
+                s.self_join_bounded(tau, mapped, chunk, deferred, |p| got.push(p)).unwrap();
+                assert_eq!(got, whole, "{mapped} bytes mapped, chunks of {chunk}, {deferred} deferred");
+            }
+        }
+        let mut got = Vec::new();
+        s.self_join_within(tau, 0, |p| got.push(p)).unwrap();
+        assert_eq!(got, whole);
     }
 
     /// Without a warm-up, queries over several segments build the

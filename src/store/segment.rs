@@ -1598,6 +1598,23 @@ impl Segment<super::mmap::SegmentBytes> {
             self.bytes.populate(offset, length);
         }
     }
+
+    /// Drops this process's mapping of the whole segment (see
+    /// [`super::mmap::SegmentBytes::release`]): what it read stops counting
+    /// in its resident memory, and is read again when needed.
+    pub fn release(&self) {
+        self.bytes.release(0, self.bytes.as_ref().len());
+    }
+
+    /// [`Segment::release`] of the bytes `range` of the hashes section
+    /// (clamped to it), such as [`SegmentEntry::hash_bytes`] ranges.
+    pub fn release_hashes(&self, range: std::ops::Range<usize>) {
+        let (offset, length, _) = self.sections[SectionKind::Hashes as usize - 1];
+        let (start, end) = (range.start.min(length), range.end.min(length));
+        if start < end {
+            self.bytes.release(offset + start, end - start);
+        }
+    }
 }
 
 /// One document of a segment, by ordinal.
@@ -1612,6 +1629,13 @@ pub struct SegmentEntry {
 }
 
 impl SegmentEntry {
+    /// Where the document's hashes are in its segment's hashes section, in
+    /// bytes ([`Segment::entry`] checked that they lie inside it).
+    pub fn hash_bytes(&self) -> std::ops::Range<usize> {
+        let first = self.first as usize * 8;
+        first..first + self.distinct as usize * 8
+    }
+
     /// The number of distinct signatures (the length under set Jaccard).
     pub fn distinct(&self) -> u32 {
         self.distinct
@@ -2128,6 +2152,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
                 counts.ok().map(DistinctCounts)
             })
             .as_ref()
+    }
+
+    /// The length in bytes of the hashes section, every vector's hashes.
+    pub fn hashes_len(&self) -> usize {
+        self.section(SectionKind::Hashes).len()
     }
 
     /// The number of distinct signatures of the document at `ordinal`:

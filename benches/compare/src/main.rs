@@ -10,6 +10,9 @@
 //!                                           with COMPARE_BULK=N commits of N through a bulk writer
 //! neardex-compare requery DIR SCHEME        queries and all pairs again on the index `neardex` left
 //!                                           (NO_QUERIES=1: the self-join alone, for its memory)
+//!
+//! `COMPARE_JOIN_MAPPED=MIB` makes every neardex self-join
+//! `Searcher::self_join_within` that many MiB of mapped vectors.
 //! neardex-compare prefix DIR SCHEME         prefix-filter join on neardex's signatures
 //! neardex-compare gaoya DIR                 gaoya MinHash LSH on word 3-shingles
 //! neardex-compare score TRUTH PAIRS         recall and precision of PAIRS against TRUTH
@@ -404,6 +407,17 @@ fn real_pages(dir: &Path) {
     println!("{info}");
 }
 
+/// Every near-duplicate pair of `searcher` at `tau` to `emit`:
+/// `Searcher::self_join`, or under `COMPARE_JOIN_MAPPED=MIB`
+/// `Searcher::self_join_within` that many MiB.
+fn self_join(searcher: &neardex::store::Searcher, tau: Threshold, emit: impl FnMut(neardex::oracle::Pair)) {
+    match std::env::var("COMPARE_JOIN_MAPPED").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(mib) => searcher.self_join_within(tau, mib << 20, emit),
+        None => searcher.self_join(tau, emit),
+    }
+    .unwrap();
+}
+
 /// Peak resident memory of this process so far (VmHWM), bytes.
 pub fn peak_rss() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -413,6 +427,13 @@ pub fn peak_rss() -> u64 {
         })
         .unwrap_or(0)
         * 1024
+}
+
+/// Resets this process's VmHWM to its resident memory now (`5` to
+/// `/proc/self/clear_refs`, Linux 4.0 on), so that `peak_rss` gives the
+/// peak of what follows.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// The largest `RssAnon` and `RssFile` of `/proc/self/status` seen so far,
@@ -711,7 +732,7 @@ fn requery(dir: &Path, scheme: Scheme) {
     let start = Instant::now();
     let mut pairs = Vec::new();
     if !skip_join {
-        searcher.self_join(tau, |p| pairs.push(((p.a - first) as u32, (p.b - first) as u32))).unwrap();
+        self_join(&searcher, tau, |p| pairs.push(((p.a - first) as u32, (p.b - first) as u32)));
         write_pairs(&dir.join(format!("pairs-requery-{}.txt", scheme.name())), &pairs);
     }
     println!(
@@ -1128,6 +1149,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     assert!(index.compact_catalog().unwrap(), "no reader holds the catalog");
     let compact_secs = t0.elapsed().as_secs_f64();
     let ingest_secs = start.elapsed().as_secs_f64();
+    let ingest_peak = peak_rss();
     eprintln!("ingest: catalog compacted in {compact_secs:.2} s");
     eprintln!("ingest: {}", cpu_since(&cpu_before, ingest_secs));
     if let Some(timeline) = timeline {
@@ -1167,11 +1189,20 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
         stats.segments, stats.pending, exact.faults[0], exact.faults[1]
     );
 
-    // Every near-duplicate pair, exact, on both cores.
+    // Every near-duplicate pair, exact, on both cores; the join's own peak
+    // from a VmHWM reset to the resident memory it starts with (a bounded
+    // join's without the pages the query passes mapped in, which it
+    // releases itself).
+    let peak_before_join = peak_rss();
+    if std::env::var_os("COMPARE_JOIN_MAPPED").is_some() {
+        searcher.release_pages();
+    }
+    reset_peak_rss();
     let start = Instant::now();
     let mut pairs = Vec::new();
-    searcher.self_join(tau, |p| pairs.push((page(p.a), page(p.b)))).unwrap();
+    self_join(&searcher, tau, |p| pairs.push((page(p.a), page(p.b))));
     let join_secs = start.elapsed().as_secs_f64();
+    let join_peak = peak_rss();
     write_pairs(&dir.join(format!("pairs-neardex-{}.txt", scheme.name())), &pairs);
     let disk = dir_bytes(&index_dir);
     println!(
@@ -1179,14 +1210,14 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
          \"sign_html_docs_per_s\": {html_sign_rate}, \"insert_docs_per_s\": {:.0}, \"ingest_seconds\": {ingest_secs:.2}, \"warm_up_seconds\": {warm_up_secs:.3}, \"query_p50_us\": {exact_p50:.1}, \
          \"query_p99_us\": {exact_p99:.1}, \"warm_query_p50_us\": {warm_p50:.1}, \"warm_query_p99_us\": {warm_p99:.1}, \"lsh_query_p50_us\": {lsh_p50:.1}, \"lsh_query_p99_us\": {lsh_p99:.1}, \
          \"lsh_sample_recall\": {:.5}, \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \
-         \"whole_job_seconds\": {:.2}, \"peak_rss_bytes\": {}, {}, \"disk_bytes\": {disk}, \"disk_over_vectors\": {:.3}}}",
+         \"whole_job_seconds\": {:.2}, \"peak_rss_bytes\": {}, \"ingest_peak_rss_bytes\": {ingest_peak}, \"self_join_peak_rss_bytes\": {join_peak}, {}, \"disk_bytes\": {disk}, \"disk_over_vectors\": {:.3}}}",
         scheme.name(),
         input.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned()),
         n as f64 / ingest_secs,
         if exact_found == 0 { 1.0 } else { lsh_found as f64 / exact_found as f64 },
         pairs.len(),
         ingest_secs + join_secs,
-        peak_rss(),
+        peak_before_join.max(join_peak),
         peak_split(),
         disk as f64 / (vector_bytes + key_bytes) as f64
     );
@@ -1205,7 +1236,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
         let ((p50, p99), (warm_p50, warm_p99)) = (exact.cold, exact.warm);
         let start = Instant::now();
         let mut optimized_pairs = 0usize;
-        searcher.self_join(tau, |_| optimized_pairs += 1).unwrap();
+        self_join(&searcher, tau, |_| optimized_pairs += 1);
         let join_secs = start.elapsed().as_secs_f64();
         assert_eq!(optimized_pairs, pairs.len(), "the optimized index finds the same pairs");
         println!(

@@ -227,6 +227,12 @@ enum Command {
         /// Compute the same answer by comparing every pair (an audit).
         #[arg(long)]
         brute_force: bool,
+        /// Keep at most about this much of the index's vectors in memory
+        /// (e.g. 2G, 512M; at least 2M), for an index larger than the
+        /// memory to use: the same pairs, a little slower (README,
+        /// "Pairs in bounded memory").
+        #[arg(long, value_parser = memory_size, conflicts_with = "brute_force")]
+        memory: Option<usize>,
         #[command(flatten)]
         output: OutputArgs,
     },
@@ -239,6 +245,10 @@ enum Command {
         /// Similarity threshold in (0, 1] (default: README, "Detection quality").
         #[arg(long, short, default_value_t = neardex::DEFAULT_THRESHOLD)]
         threshold: f64,
+        /// As for pairs: keep at most about this much of the index's
+        /// vectors in memory.
+        #[arg(long, value_parser = memory_size)]
+        memory: Option<usize>,
         #[command(flatten)]
         output: OutputArgs,
     },
@@ -508,6 +518,29 @@ fn among(file: &Path, paths: &[PathBuf]) -> bool {
     paths.iter().filter(|p| p.as_os_str() != "-").filter_map(|p| p.canonicalize().ok()).any(|p| file.starts_with(p))
 }
 
+/// A `--memory` size: a whole number of bytes, or with a suffix K, M, G or
+/// T (powers of 1024; B or iB after it allowed, any case), at least 2M.
+fn memory_size(s: &str) -> Result<usize, String> {
+    let upper = s.trim().to_ascii_uppercase();
+    let unit = upper.strip_suffix("IB").or_else(|| upper.strip_suffix('B')).unwrap_or(&upper);
+    let (number, shift) = match unit.char_indices().last() {
+        Some((at, 'K')) => (&unit[..at], 10),
+        Some((at, 'M')) => (&unit[..at], 20),
+        Some((at, 'G')) => (&unit[..at], 30),
+        Some((at, 'T')) => (&unit[..at], 40),
+        _ => (unit, 0),
+    };
+    let bytes = number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{s:?} is not a size (e.g. 2G, 512M or a number of bytes)"))?;
+    if bytes < neardex::store::Searcher::LEAST_MAPPED {
+        return Err(format!("{s:?} is less than the least the join can keep to, 2M"));
+    }
+    Ok(bytes)
+}
+
 fn threshold(t: f64) -> Result<Threshold, String> {
     Threshold::new(t).map_err(|e| format!("{e} (use --threshold with a number such as 0.8)"))
 }
@@ -620,7 +653,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             }
             queries.unsigned.print_notes(queries.queried, "queried");
         }
-        Command::Pairs { index, threshold: t, brute_force, .. } => {
+        Command::Pairs { index, threshold: t, brute_force, memory, .. } => {
             let tau = threshold(t)?;
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
@@ -632,12 +665,15 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 pairs = oracle::self_join(&refs, index.config().similarity, tau);
             } else {
                 let spinner = progress::spinner("pairs");
-                searcher
-                    .self_join(tau, |p| {
-                        spinner.inc(1);
-                        pairs.push(p)
-                    })
-                    .map_err(|e| e.to_string())?;
+                let found = |p| {
+                    spinner.inc(1);
+                    pairs.push(p)
+                };
+                match memory {
+                    Some(memory) => searcher.self_join_within(tau, memory, found),
+                    None => searcher.self_join(tau, found),
+                }
+                .map_err(|e| e.to_string())?;
                 spinner.finish_and_clear();
                 // The self-join groups pairs by their shorter document; the
                 // command prints them by id, as the brute force does.
@@ -654,12 +690,16 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
                 out.emit(line)?;
             }
         }
-        Command::Clusters { index, threshold: t, .. } => {
+        Command::Clusters { index, threshold: t, memory, .. } => {
             let tau = threshold(t)?;
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
             let spinner = progress::spinner("clustering");
-            let clusters = searcher.clusters(tau).map_err(|e| e.to_string())?;
+            let clusters = match memory {
+                Some(memory) => searcher.clusters_within(tau, memory),
+                None => searcher.clusters(tau),
+            }
+            .map_err(|e| e.to_string())?;
             spinner.finish_and_clear();
             let names = Names::of(&searcher, clusters.iter().flat_map(|c| c.members.iter().copied()))?;
             for cluster in clusters {
