@@ -12,7 +12,9 @@
 //!                                           (NO_QUERIES=1: the self-join alone, for its memory)
 //!
 //! `COMPARE_JOIN_MAPPED=MIB` makes every neardex self-join
-//! `Searcher::self_join_within` that many MiB of mapped vectors.
+//! `Searcher::self_join_within` that many MiB of mapped vectors;
+//! `COMPARE_WARM_UP=directories` warms the `neardex` command's query
+//! passes up without mapping every page in.
 //! neardex-compare prefix DIR SCHEME         prefix-filter join on neardex's signatures
 //! neardex-compare gaoya DIR                 gaoya MinHash LSH on word 3-shingles
 //! neardex-compare score TRUTH PAIRS         recall and precision of PAIRS against TRUTH
@@ -405,6 +407,16 @@ fn real_pages(dir: &Path) {
     );
     std::fs::write(dir.join("corpus.json"), &info).unwrap();
     println!("{info}");
+}
+
+/// The warm-up before the query passes: `WarmUp::Pages` (every page of
+/// the index mapped in), or under `COMPARE_WARM_UP=directories`
+/// `WarmUp::Directories` (for a run that must stay in a memory budget).
+fn warm_up_kind() -> neardex::store::WarmUp {
+    match std::env::var("COMPARE_WARM_UP").as_deref() {
+        Ok("directories") => neardex::store::WarmUp::Directories,
+        _ => neardex::store::WarmUp::Pages,
+    }
 }
 
 /// Every near-duplicate pair of `searcher` at `tau` to `emit`:
@@ -1169,7 +1181,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     // after the warm-up a long-running process does once (timed apart).
     let queries = sample_queries(&input, &signer, n, first);
     let start = Instant::now();
-    searcher.warm_up(neardex::store::WarmUp::Pages);
+    searcher.warm_up(warm_up_kind());
     let warm_up_secs = start.elapsed().as_secs_f64();
     // COMPARE_PAUSE_SECONDS=S: wait before the first pass (to tell what
     // right after the ingest slows it from what the queries warm).
@@ -1231,7 +1243,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
         index.optimize().unwrap();
         let optimize_secs = start.elapsed().as_secs_f64();
         let searcher = index.searcher().unwrap();
-        searcher.warm_up(neardex::store::WarmUp::Pages);
+        searcher.warm_up(warm_up_kind());
         let QueryTimes { exact, .. } = time_queries(&searcher, &queries, tau);
         let ((p50, p99), (warm_p50, warm_p99)) = (exact.cold, exact.warm);
         let start = Instant::now();
