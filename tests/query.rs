@@ -389,6 +389,10 @@ proptest! {
             (length[&short], short, other)
         });
         prop_assert_eq!(&got, &in_order);
+        // The bounded self-join (its deferral: these vectors fit).
+        let mut bounded = Vec::new();
+        s.self_join_within(tau, neardex::store::Searcher::LEAST_MAPPED, |p| bounded.push(p)).unwrap();
+        prop_assert_eq!(&bounded, &in_order);
         let ids: Vec<u64> = expected_docs.iter().map(|d| d.0).collect();
         let pairs: Vec<(u64, u64)> = expected.iter().map(|p| (p.a, p.b)).collect();
         let clusters = s.clusters(tau).unwrap();
@@ -397,6 +401,7 @@ proptest! {
         for c in &clusters {
             prop_assert_eq!(c.representative, c.members[0]);
         }
+        prop_assert_eq!(s.clusters_within(tau, neardex::store::Searcher::LEAST_MAPPED).unwrap(), clusters);
     }
 }
 
@@ -404,7 +409,10 @@ proptest! {
 fn self_join_under_containment_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     let index = Index::create(dir.path(), config_with(Similarity::Containment)).unwrap();
-    let err = index.searcher().unwrap().self_join(Threshold::ONE, |_| {}).unwrap_err();
+    let searcher = index.searcher().unwrap();
+    let err = searcher.self_join(Threshold::ONE, |_| {}).unwrap_err();
+    assert!(matches!(err, neardex::store::IndexError::Unsupported { .. }), "{err}");
+    let err = searcher.self_join_within(Threshold::ONE, 1 << 30, |_| {}).unwrap_err();
     assert!(matches!(err, neardex::store::IndexError::Unsupported { .. }), "{err}");
 }
 

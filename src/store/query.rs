@@ -2667,13 +2667,7 @@ impl Searcher {
         mut emit: impl FnMut(crate::oracle::Pair),
     ) -> Result<(), IndexError> {
         use rayon::prelude::*;
-        let measure = self.signer.config().similarity;
-        if measure == Similarity::Containment {
-            return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
-        }
-        self.warm_up(WarmUp::Directories);
-        let probes = self.join_probes()?;
-        let shared = SharedSignatures::build(self)?;
+        let (probes, shared) = self.join_setup()?;
         let segments: Vec<_> = self.state.segments.values().collect();
         for chunk in probes.chunks(chunk.max(1)) {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
@@ -2742,9 +2736,6 @@ impl Searcher {
         mut emit: impl FnMut(crate::oracle::Pair),
     ) -> Result<(), IndexError> {
         use rayon::prelude::*;
-        if self.signer.config().similarity == Similarity::Containment {
-            return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
-        }
         let segments: Vec<_> = self.state.segments.values().collect();
         let blocks = VectorBlocks::sized(&segments, mapped);
         if blocks.bounded() {
@@ -2752,9 +2743,7 @@ impl Searcher {
             // the page cache: the join maps what it reads.
             self.release_pages();
         }
-        self.warm_up(WarmUp::Directories);
-        let probes = self.join_probes()?;
-        let shared = SharedSignatures::build(self)?;
+        let (probes, shared) = self.join_setup()?;
         // The probes in the order of their vectors (the pending ones last).
         let mut run: Vec<usize> = (0..probes.len()).collect();
         run.sort_unstable_by_key(|&i| probes[i].place);
@@ -2791,6 +2780,16 @@ impl Searcher {
         Ok(())
     }
 
+    /// What both self-joins start with: containment refused, the
+    /// directories built, the probes listed and the shared keys learned.
+    fn join_setup(&self) -> Result<(Vec<JoinProbe>, SharedSignatures), IndexError> {
+        if self.signer.config().similarity == Similarity::Containment {
+            return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
+        }
+        self.warm_up(WarmUp::Directories);
+        Ok((self.join_probes()?, SharedSignatures::build(self)?))
+    }
+
     /// Verifies the deferred candidates of a bounded self-join
     /// ([`Searcher::self_join_within`]) into `found`, grouped by the
     /// blocks of their two vectors, and empties `waiting`.
@@ -2809,7 +2808,7 @@ impl Searcher {
         }
         if blocks.bounded() {
             // What the candidates' look-ups read.
-            segments.iter().for_each(|loaded| loaded.segment.release());
+            self.release_pages();
         }
         // Each candidate under the blocks of its two vectors, lower first
         // (a pending probe's vector is in memory: its candidate's block
@@ -2840,7 +2839,7 @@ impl Searcher {
             }
             // The blocks the next group does not read are released.
             let next = keyed.get(end).map(|k| (k.0, k.1));
-            for block in if lo == hi { vec![lo] } else { vec![lo, hi] } {
+            for &block in &[lo, hi][..1 + usize::from(lo != hi)] {
                 if next.is_none_or(|(a, b)| a != block && b != block) {
                     blocks.release(segments, block);
                 }
