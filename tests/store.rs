@@ -238,6 +238,7 @@ fn merges_stop_at_the_bound_and_optimize_still_merges_everything() {
     assert!(sizes.iter().sum::<u64>() > bound, "the next merge would pass the bound");
     index.verify().unwrap();
     let searcher = index.searcher().unwrap();
+    assert_eq!(searcher.segment_bytes(), sizes.iter().sum::<u64>(), "the segment files' bytes");
     let signer = Signer::new(SignatureConfig::default()).unwrap();
     for (i, text) in texts.iter().enumerate() {
         let found = searcher.query(&signer.sign_text(text).vector, Threshold::new(1.0).unwrap()).unwrap();

@@ -1,5 +1,6 @@
-//! The crate's only `unsafe` code: memory-mapping segment files, and a
-//! hint to the processor to bring a cache line in ([`prefetch_line`]).
+//! The crate's only `unsafe` code: memory-mapping segment files, dropping
+//! the process's mapping of pages of them ([`SegmentBytes::release`]), and
+//! a hint to the processor to bring a cache line in ([`prefetch_line`]).
 //!
 //! # Safety contract
 //!

@@ -4,6 +4,7 @@
 //! people. Exit codes: 0 success, 1 failure, 2 usage.
 
 mod ingest;
+mod memory;
 mod progress;
 mod query;
 
@@ -230,7 +231,9 @@ enum Command {
         /// Keep at most about this much of the index's vectors in memory
         /// (e.g. 2G, 512M; at least 2M), for an index larger than the
         /// memory to use: the same pairs, a little slower (README,
-        /// "Pairs in bounded memory").
+        /// "Pairs in bounded memory"). Default: the whole index when it
+        /// fits in the memory available (the cgroup's limit counted),
+        /// else half that memory.
         #[arg(long, value_parser = memory_size, conflicts_with = "brute_force")]
         memory: Option<usize>,
         #[command(flatten)]
@@ -518,6 +521,29 @@ fn among(file: &Path, paths: &[PathBuf]) -> bool {
     paths.iter().filter(|p| p.as_os_str() != "-").filter_map(|p| p.canonicalize().ok()).any(|p| file.starts_with(p))
 }
 
+/// The `--memory` of a join over `searcher`'s segments: the one given, or
+/// when none is and they are larger than the memory this process can
+/// have, half that memory (said on stderr; `memory::auto`).
+fn join_memory(searcher: &neardex::store::Searcher, given: Option<usize>) -> Option<usize> {
+    if given.is_some() {
+        return given;
+    }
+    let bytes = searcher.segment_bytes();
+    let available = memory::available();
+    let chosen = memory::auto(bytes, available);
+    if let (Some(chosen), Some(available)) = (chosen, available) {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        eprintln!(
+            "note: the index ({:.1} GiB) is larger than the memory available ({:.1} GiB): the join keeps about \
+             {:.1} GiB of its vectors mapped (--memory chooses)",
+            gib(bytes),
+            gib(available),
+            gib(chosen as u64)
+        );
+    }
+    chosen
+}
+
 /// A `--memory` size: a whole number of bytes, or with a suffix K, M, G or
 /// T (powers of 1024; B or iB after it allowed, any case), at least 2M.
 fn memory_size(s: &str) -> Result<usize, String> {
@@ -657,6 +683,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let tau = threshold(t)?;
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
+            let memory = if brute_force { None } else { join_memory(&searcher, memory) };
             let mut pairs = Vec::new();
             if brute_force {
                 let mut docs = Vec::new();
@@ -694,6 +721,7 @@ fn run(command: Command, out: &mut Output<'_>) -> Result<(), String> {
             let tau = threshold(t)?;
             let index = open_read_only(&index)?;
             let searcher = index.searcher().map_err(|e| e.to_string())?;
+            let memory = join_memory(&searcher, memory);
             let spinner = progress::spinner("clustering");
             let clusters = match memory {
                 Some(memory) => searcher.clusters_within(tau, memory),

@@ -1,0 +1,100 @@
+//! How much of an index `pairs` and `clusters` keep mapped when `--memory`
+//! is not given: all of it (`Searcher::self_join`) when the index fits in
+//! the memory this process can have, else half of that memory
+//! (`Searcher::self_join_within`), so that a join over an index larger
+//! than memory does not thrash the page cache (README, "Pairs in bounded
+//! memory").
+
+use std::path::Path;
+
+/// The `--memory` to use for a join over segments of `index_bytes`
+/// (`Searcher::segment_bytes`), with `available` bytes of memory (`None`: unknown, the join
+/// unbounded): `None` when the index fits, else half the memory, at least
+/// the least the join keeps to.
+pub fn auto(index_bytes: u64, available: Option<u64>) -> Option<usize> {
+    let available = available?;
+    (index_bytes > available)
+        .then(|| usize::try_from(available / 2).unwrap_or(usize::MAX).max(neardex::store::Searcher::LEAST_MAPPED))
+}
+
+/// The bytes of memory this process can have now: `MemAvailable` of
+/// `/proc/meminfo`, or its memory cgroup's limit (v2 or v1) when that is
+/// less; `None` where neither can be read (other systems).
+pub fn available() -> Option<u64> {
+    let free = std::fs::read_to_string("/proc/meminfo").ok().as_deref().and_then(mem_available);
+    let limit = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|cgroups| cgroup_limit(&cgroups, Path::new("/sys/fs/cgroup")));
+    match (free, limit) {
+        (Some(free), Some(limit)) => Some(free.min(limit)),
+        (free, limit) => free.or(limit),
+    }
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|line| line.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The memory limit of the cgroup a `/proc/self/cgroup` text names, read
+/// under `root` (`/sys/fs/cgroup`): v2's `memory.max`, v1's
+/// `memory.limit_in_bytes` in the memory hierarchy; `None` when there is
+/// none ("max", or v1's near-2^63 for no limit) or it cannot be read.
+fn cgroup_limit(cgroups: &str, root: &Path) -> Option<u64> {
+    cgroups.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let path = path.trim_start_matches('/');
+        let file = if controllers.is_empty() {
+            root.join(path).join("memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            root.join("memory").join(path).join("memory.limit_in_bytes")
+        } else {
+            return None;
+        };
+        let limit: u64 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+        (limit < 1 << 60).then_some(limit)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_available_is_read_in_bytes() {
+        let meminfo = "MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(mem_available(meminfo), Some(2048 * 1024));
+        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable: lots kB\n"), None);
+    }
+
+    #[test]
+    fn cgroup_limits_of_both_versions() {
+        let root = tempfile::tempdir().unwrap();
+        let v1 = root.path().join("memory/jobs/a");
+        std::fs::create_dir_all(&v1).unwrap();
+        std::fs::write(v1.join("memory.limit_in_bytes"), "4294967296\n").unwrap();
+        let v1_text = "9:name=systemd:/\n4:memory:/jobs/a\n0::/\n";
+        assert_eq!(cgroup_limit(v1_text, root.path()), Some(4 << 30));
+        std::fs::write(v1.join("memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
+        assert_eq!(cgroup_limit(v1_text, root.path()), None, "v1 without a limit");
+        let v2 = root.path().join("user.slice/b");
+        std::fs::create_dir_all(&v2).unwrap();
+        std::fs::write(v2.join("memory.max"), "1073741824\n").unwrap();
+        assert_eq!(cgroup_limit("0::/user.slice/b\n", root.path()), Some(1 << 30));
+        std::fs::write(v2.join("memory.max"), "max\n").unwrap();
+        assert_eq!(cgroup_limit("0::/user.slice/b\n", root.path()), None, "v2 without a limit");
+        assert_eq!(cgroup_limit("0::/nowhere\n", root.path()), None);
+    }
+
+    #[test]
+    fn only_an_index_larger_than_memory_bounds_the_join() {
+        assert_eq!(auto(7 << 30, Some(24 << 30)), None);
+        assert_eq!(auto(7 << 30, Some(4 << 30)), Some(2 << 30));
+        assert_eq!(auto(7 << 30, None), None, "unknown memory: the join as it is");
+        assert_eq!(auto(1 << 30, Some(1 << 20)), Some(neardex::store::Searcher::LEAST_MAPPED));
+    }
+}
