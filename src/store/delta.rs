@@ -62,22 +62,25 @@ const MANY: u64 = 1 << 63;
 /// Lists `id` under `key`: in the value itself while it is the key's only
 /// id (and below [`MANY`]), else in a list of `many`.
 fn list<K: std::hash::Hash + Eq>(map: &mut MixMap<K, u64>, many: &mut Vec<Vec<u64>>, key: K, id: u64) {
+    // `ids` as a new list of `many`: the value that stands for it.
+    let spill = |many: &mut Vec<Vec<u64>>, ids: Vec<u64>| {
+        many.push(ids);
+        MANY | (many.len() - 1) as u64
+    };
     match map.entry(key) {
         std::collections::hash_map::Entry::Occupied(mut slot) => {
             let value = *slot.get();
             if value & MANY != 0 {
                 many[(value & !MANY) as usize].push(id);
             } else {
-                slot.insert(MANY | many.len() as u64);
-                many.push(vec![value, id]);
+                slot.insert(spill(many, vec![value, id]));
             }
         }
         std::collections::hash_map::Entry::Vacant(slot) if id & MANY == 0 => {
             slot.insert(id);
         }
         std::collections::hash_map::Entry::Vacant(slot) => {
-            slot.insert(MANY | many.len() as u64);
-            many.push(vec![id]);
+            slot.insert(spill(many, vec![id]));
         }
     }
 }

@@ -2475,6 +2475,8 @@ fn joined(JoinProbe { probe, .. }: JoinProbe, m: Match) -> crate::oracle::Pair {
 struct VectorBlocks {
     /// Where each segment's hashes start in the run.
     bases: Vec<usize>,
+    /// The run's length.
+    total: usize,
     /// The bytes of a block; `None` when every vector fits in the join's
     /// memory (one block, nothing released).
     block: Option<usize>,
@@ -2489,59 +2491,66 @@ impl VectorBlocks {
             total += loaded.segment.hashes_len();
         }
         let block = (total > mapped).then_some((mapped / 2).max(1));
-        VectorBlocks { bases, block }
+        VectorBlocks { bases, total, block }
     }
 
     fn bounded(&self) -> bool {
         self.block.is_some()
     }
 
-    /// The block of the vector at `place`.
-    fn block_of(
+    /// Where the vector at `place` starts in the run (its end for a
+    /// pending document's place).
+    fn offset_of(
         &self,
         segments: &[&Arc<super::LoadedSegment>],
         (position, ordinal): (u32, u32),
     ) -> Result<usize, IndexError> {
-        let Some(block) = self.block else { return Ok(0) };
-        let (Some(loaded), Some(base)) = (segments.get(position as usize), self.bases.get(position as usize)) else {
-            return Ok(0);
-        };
-        Ok((base + loaded.segment.entry(ordinal)?.hash_bytes().start) / block)
+        match (segments.get(position as usize), self.bases.get(position as usize)) {
+            (Some(loaded), Some(&base)) => Ok(base + loaded.segment.entry(ordinal)?.hash_bytes().start),
+            _ => Ok(self.total),
+        }
+    }
+
+    /// The block of the vector at `place`.
+    fn block_of(&self, segments: &[&Arc<super::LoadedSegment>], place: (u32, u32)) -> Result<usize, IndexError> {
+        match self.block {
+            Some(block) => Ok(self.offset_of(segments, place)? / block),
+            None => Ok(0),
+        }
+    }
+
+    /// Releases the vectors in `range` of the run.
+    fn release_run(&self, segments: &[&Arc<super::LoadedSegment>], range: std::ops::Range<usize>) {
+        for (loaded, &base) in segments.iter().zip(&self.bases) {
+            let len = loaded.segment.hashes_len();
+            if range.start < base + len && base < range.end {
+                loaded.segment.release_hashes(range.start.saturating_sub(base)..(range.end - base).min(len));
+            }
+        }
     }
 
     /// Releases the vectors of block `n`.
     fn release(&self, segments: &[&Arc<super::LoadedSegment>], n: usize) {
-        let Some(block) = self.block else { return };
-        let (start, end) = (n * block, (n + 1) * block);
-        for (loaded, &base) in segments.iter().zip(&self.bases) {
-            let len = loaded.segment.hashes_len();
-            if start < base + len && base < end {
-                loaded.segment.release_hashes(start.saturating_sub(base)..(end - base).min(len));
-            }
+        if let Some(block) = self.block {
+            self.release_run(segments, n * block..(n + 1) * block);
         }
     }
 
-    /// Releases the vectors before the one at `place` that `passed` (each
-    /// segment's bytes released so far) has not, and moves it there.
+    /// Releases the vectors between `passed` (the run's bytes released so
+    /// far) and the one at `place`, and moves `passed` there.
     fn release_before(
         &self,
         segments: &[&Arc<super::LoadedSegment>],
-        (position, ordinal): (u32, u32),
-        passed: &mut [usize],
+        place: (u32, u32),
+        passed: &mut usize,
     ) -> Result<(), IndexError> {
         if !self.bounded() {
             return Ok(());
         }
-        for (n, (loaded, passed)) in segments.iter().zip(passed.iter_mut()).enumerate() {
-            let until = match (n as u64).cmp(&u64::from(position)) {
-                std::cmp::Ordering::Less => loaded.segment.hashes_len(),
-                std::cmp::Ordering::Equal => loaded.segment.entry(ordinal)?.hash_bytes().start,
-                std::cmp::Ordering::Greater => break,
-            };
-            if until > *passed {
-                loaded.segment.release_hashes(*passed..until);
-                *passed = until;
-            }
+        let until = self.offset_of(segments, place)?;
+        if until > *passed {
+            self.release_run(segments, *passed..until);
+            *passed = until;
         }
         Ok(())
     }
@@ -2750,7 +2759,7 @@ impl Searcher {
         let chunk = chunk.max(1);
         let mut found: Vec<(usize, Match)> = Vec::new();
         let mut waiting: Vec<Deferred> = Vec::new();
-        let mut passed = vec![0; segments.len()];
+        let mut passed = 0;
         for (n, part) in run.chunks(chunk).enumerate() {
             let sinks: Vec<Result<Sink, IndexError>> =
                 part.par_iter().map(|&i| self.join_probe(probes[i], &segments, &shared, tau, true)).collect();
