@@ -648,8 +648,13 @@ proptest! {
         idx.verify().unwrap();
         check(&idx.searcher().unwrap(), &committed, &signer)?;
         let stats = idx.stats().unwrap();
-        let unsigned = committed.values().filter(|(t, _)| signer.sign_text(t).vector.is_empty()).count();
-        prop_assert_eq!((stats.documents, stats.without_signatures), (committed.len() as u64, unsigned as u64));
+        let vectors: Vec<_> = committed.values().map(|(t, _)| signer.sign_text(t).vector).collect();
+        let unsigned = vectors.iter().filter(|v| v.is_empty()).count() as u64;
+        let occurrences: u64 = vectors.iter().map(|v| v.total()).sum();
+        prop_assert_eq!(
+            (stats.documents, stats.without_signatures, stats.signatures),
+            (committed.len() as u64, unsigned, occurrences)
+        );
     }
 }
 
