@@ -416,6 +416,33 @@ fn self_join_under_containment_is_a_typed_error() {
     assert!(matches!(err, neardex::store::IndexError::Unsupported { .. }), "{err}");
 }
 
+/// `self_join` bounds itself only for an index larger than the memory
+/// available (the choice itself: `budget.rs`'s unit tests); an index that
+/// fits is joined whole.
+#[test]
+fn a_join_maps_the_whole_index_while_it_fits_in_memory() {
+    let available = neardex::store::available_memory();
+    if cfg!(target_os = "linux") {
+        assert!(available.is_some_and(|bytes| bytes > 0), "MemAvailable is read on Linux: {available:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with(Similarity::SetJaccard);
+    let index = Index::create(dir.path(), config.clone()).unwrap();
+    let mut w = index.writer().unwrap();
+    for n in 0..20u64 {
+        let v = SignatureVector::from_pairs((0..30).map(|h| (h + n / 2 * 1000, 1)));
+        w.insert(&format!("k{n}"), Document::Signatures(&signature_of(&config, v, n)), Metadata::default()).unwrap();
+    }
+    w.commit().unwrap();
+    index.flush().unwrap();
+    let searcher = index.searcher().unwrap();
+    assert!(searcher.segment_bytes() > 0);
+    assert_eq!(searcher.join_memory(), None);
+    let mut pairs = Vec::new();
+    searcher.self_join(Threshold::ONE, |p| pairs.push((p.a, p.b))).unwrap();
+    assert_eq!(pairs.len(), 10, "the ten pairs of equal vectors: {pairs:?}");
+}
+
 /// One step of an `insert_if_new` workload.
 #[derive(Debug, Clone)]
 enum IfNewOp {

@@ -62,6 +62,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod budget;
 pub(crate) mod catalog;
 mod delta;
 mod error;
@@ -79,6 +80,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable, ReadableTableMetadata};
 
+pub use budget::available_memory;
 pub use catalog::{segment_file_name, Metadata, CATALOG_FILE, CATALOG_VERSION, CATALOG_VERSION_MIN};
 pub use error::IndexError;
 pub use memory::{CrashMode, Fault, FaultStorage, MemStorage};

@@ -2655,6 +2655,11 @@ impl Searcher {
     /// cores in chunks of documents; only one chunk's pairs are held at a
     /// time.
     ///
+    /// When the snapshot's segments are larger than the memory this
+    /// process can have ([`Searcher::join_memory`]), the join is
+    /// [`Searcher::self_join_within`] half that memory: the same pairs in
+    /// the same order, without thrashing the page cache.
+    ///
     /// Each document's query asks only for the documents after it in that
     /// order: its window starts at its own length and the δ1 break comes
     /// sooner (the bound peaks at the document's own length, at
@@ -2664,7 +2669,21 @@ impl Searcher {
     /// [`IndexError::Unsupported`] under containment (not symmetric);
     /// corruption errors.
     pub fn self_join(&self, tau: Threshold, emit: impl FnMut(crate::oracle::Pair)) -> Result<(), IndexError> {
-        self.self_join_in_chunks(tau, JOIN_CHUNK, emit)
+        match self.join_memory() {
+            Some(mapped) => self.self_join_within(tau, mapped, emit),
+            None => self.self_join_in_chunks(tau, JOIN_CHUNK, emit),
+        }
+    }
+
+    /// The bytes of vectors [`Searcher::self_join`] and
+    /// [`Searcher::clusters`] keep mapped: `None`, the whole index, when
+    /// the snapshot's segments ([`Searcher::segment_bytes`]) fit in the
+    /// memory this process can have now ([`super::available_memory`]: the
+    /// kernel's `MemAvailable`, or the memory cgroup's limit when less) or
+    /// that memory is unknown; else half of it, at least
+    /// [`Searcher::LEAST_MAPPED`].
+    pub fn join_memory(&self) -> Option<usize> {
+        super::budget::join_mapped(self.segment_bytes(), super::available_memory())
     }
 
     /// [`Searcher::self_join`] in chunks of `chunk` probes (a test's
@@ -2956,8 +2975,8 @@ impl Searcher {
     }
 
     /// The clusters of two or more documents that the near-duplicate pairs
-    /// at τ connect (union-find over [`Searcher::self_join`]), ordered by
-    /// representative.
+    /// at τ connect (union-find over [`Searcher::self_join`], bounded as
+    /// it is), ordered by representative.
     ///
     /// # Errors
     /// As [`Searcher::self_join`].

@@ -4,7 +4,6 @@
 //! people. Exit codes: 0 success, 1 failure, 2 usage.
 
 mod ingest;
-mod memory;
 mod progress;
 mod query;
 
@@ -522,16 +521,16 @@ fn among(file: &Path, paths: &[PathBuf]) -> bool {
 }
 
 /// The `--memory` of a join over `searcher`'s segments: the one given, or
-/// when none is and they are larger than the memory this process can
-/// have, half that memory (said on stderr; `memory::auto`).
+/// the library's own choice (`Searcher::join_memory`: when they are larger
+/// than the memory this process can have, half that memory), said on
+/// stderr when it bounds the join.
 fn join_memory(searcher: &neardex::store::Searcher, given: Option<usize>) -> Option<usize> {
     if given.is_some() {
         return given;
     }
     let bytes = searcher.segment_bytes();
-    let available = memory::available();
-    let chosen = memory::auto(bytes, available);
-    if let (Some(chosen), Some(available)) = (chosen, available) {
+    let chosen = searcher.join_memory();
+    if let (Some(chosen), Some(available)) = (chosen, neardex::store::available_memory()) {
         let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
         eprintln!(
             "note: the index ({:.1} GiB) is larger than the memory available ({:.1} GiB): the join keeps about \

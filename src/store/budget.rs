@@ -1,26 +1,27 @@
-//! How much of an index `pairs` and `clusters` keep mapped when `--memory`
-//! is not given: all of it (`Searcher::self_join`) when the index fits in
-//! the memory this process can have, else half of that memory
-//! (`Searcher::self_join_within`), so that a join over an index larger
-//! than memory does not thrash the page cache (README, "Pairs in bounded
-//! memory").
+//! How much of an index [`Searcher::self_join`](super::Searcher::self_join)
+//! keeps mapped: all of it when the snapshot's segments fit in the memory
+//! this process can have, else half of that memory
+//! ([`Searcher::self_join_within`](super::Searcher::self_join_within)), so
+//! that a join over an index larger than memory does not thrash the page
+//! cache (README, "Pairs in bounded memory").
 
 use std::path::Path;
 
-/// The `--memory` to use for a join over segments of `index_bytes`
-/// (`Searcher::segment_bytes`), with `available` bytes of memory (`None`: unknown, the join
+/// The bytes of vectors a join over segments of `index_bytes`
+/// ([`Searcher::segment_bytes`](super::Searcher::segment_bytes)) keeps
+/// mapped, with `available` bytes of memory (`None`: unknown, the join
 /// unbounded): `None` when the index fits, else half the memory, at least
-/// the least the join keeps to.
-pub fn auto(index_bytes: u64, available: Option<u64>) -> Option<usize> {
+/// [`Searcher::LEAST_MAPPED`](super::Searcher::LEAST_MAPPED).
+pub(super) fn join_mapped(index_bytes: u64, available: Option<u64>) -> Option<usize> {
     let available = available?;
     (index_bytes > available)
-        .then(|| usize::try_from(available / 2).unwrap_or(usize::MAX).max(neardex::store::Searcher::LEAST_MAPPED))
+        .then(|| usize::try_from(available / 2).unwrap_or(usize::MAX).max(super::Searcher::LEAST_MAPPED))
 }
 
 /// The bytes of memory this process can have now: `MemAvailable` of
 /// `/proc/meminfo`, or its memory cgroup's limit (v2 or v1) when that is
 /// less; `None` where neither can be read (other systems).
-pub fn available() -> Option<u64> {
+pub fn available_memory() -> Option<u64> {
     let free = std::fs::read_to_string("/proc/meminfo").ok().as_deref().and_then(mem_available);
     let limit = std::fs::read_to_string("/proc/self/cgroup")
         .ok()
@@ -92,9 +93,9 @@ mod tests {
 
     #[test]
     fn only_an_index_larger_than_memory_bounds_the_join() {
-        assert_eq!(auto(7 << 30, Some(24 << 30)), None);
-        assert_eq!(auto(7 << 30, Some(4 << 30)), Some(2 << 30));
-        assert_eq!(auto(7 << 30, None), None, "unknown memory: the join as it is");
-        assert_eq!(auto(1 << 30, Some(1 << 20)), Some(neardex::store::Searcher::LEAST_MAPPED));
+        assert_eq!(join_mapped(7 << 30, Some(24 << 30)), None);
+        assert_eq!(join_mapped(7 << 30, Some(4 << 30)), Some(2 << 30));
+        assert_eq!(join_mapped(7 << 30, None), None, "unknown memory: the join as it is");
+        assert_eq!(join_mapped(1 << 30, Some(1 << 20)), Some(super::super::Searcher::LEAST_MAPPED));
     }
 }
