@@ -201,7 +201,7 @@ fn index_over_segment(data: &[u8]) {
         let (mut whole, mut bounded) = (Vec::new(), Vec::new());
         if searcher.self_join(tau, |p| whole.push(p)).is_ok()
             && tau.ppb() == 500_000_000
-            && searcher.self_join_bounded(tau, 64, 3, 5, |p| bounded.push(p)).is_ok()
+            && self_join_deferred(&searcher, tau, 32, |p| bounded.push(p)).is_ok()
         {
             assert_eq!(whole, bounded, "the bounded self-join's pairs");
         }
@@ -223,6 +223,23 @@ fn index_over_segment(data: &[u8]) {
         }
     }
     let _ = index.optimize();
+}
+
+/// The bounded self-join's deferring run in blocks of `block_bytes`
+/// (chunks of 3 probes, the deferred candidates verified every 5), whatever
+/// the index's size: [`Searcher::self_join_within`](crate::store::Searcher::self_join_within) runs the plain
+/// self-join when the vectors fit, so the tests of the deferral over small
+/// indexes call this.
+///
+/// # Errors
+/// As [`Searcher::self_join`](crate::store::Searcher::self_join).
+pub fn self_join_deferred(
+    searcher: &crate::store::Searcher,
+    tau: crate::Threshold,
+    block_bytes: usize,
+    emit: impl FnMut(crate::oracle::Pair),
+) -> Result<(), crate::store::IndexError> {
+    searcher.self_join_bounded(tau, block_bytes.saturating_mul(2), 3, 5, emit)
 }
 
 /// Arbitrary bytes as a WARC file: records and problems come back, every

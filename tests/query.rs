@@ -389,10 +389,14 @@ proptest! {
             (length[&short], short, other)
         });
         prop_assert_eq!(&got, &in_order);
-        // The bounded self-join (its deferral: these vectors fit).
+        // The bounded self-join: with memory to spare, the self-join's own
+        // run; its deferring run in blocks of 48 bytes (a few vectors).
         let mut bounded = Vec::new();
         s.self_join_within(tau, neardex::store::Searcher::LEAST_MAPPED, |p| bounded.push(p)).unwrap();
         prop_assert_eq!(&bounded, &in_order);
+        let mut deferred = Vec::new();
+        neardex::fuzz_support::self_join_deferred(&s, tau, 48, |p| deferred.push(p)).unwrap();
+        prop_assert_eq!(&deferred, &in_order);
         let ids: Vec<u64> = expected_docs.iter().map(|d| d.0).collect();
         let pairs: Vec<(u64, u64)> = expected.iter().map(|p| (p.a, p.b)).collect();
         let clusters = s.clusters(tau).unwrap();
