@@ -2,6 +2,7 @@
 //! replays every seed corpus file through exactly the code the fuzzer runs
 //! (`tests/fuzz_corpus.rs`). Not part of the stable API.
 
+use crate::store::Searcher;
 use crate::{SignatureConfig, Signer};
 
 /// Arbitrary bytes as an HTML page through the whole signature pipeline:
@@ -227,14 +228,14 @@ fn index_over_segment(data: &[u8]) {
 
 /// The bounded self-join's deferring run in blocks of `block_bytes`
 /// (chunks of 3 probes, the deferred candidates verified every 5), whatever
-/// the index's size: [`Searcher::self_join_within`](crate::store::Searcher::self_join_within) runs the plain
+/// the index's size: [`Searcher::self_join_within`] runs the plain
 /// self-join when the vectors fit, so the tests of the deferral over small
 /// indexes call this.
 ///
 /// # Errors
-/// As [`Searcher::self_join`](crate::store::Searcher::self_join).
+/// As [`Searcher::self_join`].
 pub fn self_join_deferred(
-    searcher: &crate::store::Searcher,
+    searcher: &Searcher,
     tau: crate::Threshold,
     block_bytes: usize,
     emit: impl FnMut(crate::oracle::Pair),

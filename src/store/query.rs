@@ -2748,8 +2748,8 @@ impl Searcher {
         emit: impl FnMut(crate::oracle::Pair),
     ) -> Result<(), IndexError> {
         let mapped = mapped.max(Self::LEAST_MAPPED);
-        let vectors: usize = self.state.segments.values().map(|l| l.segment.hashes_len()).sum();
-        if vectors <= mapped {
+        let segments: Vec<_> = self.state.segments.values().collect();
+        if !VectorBlocks::sized(&segments, mapped).bounded() {
             return self.self_join_in_chunks(tau, JOIN_CHUNK, emit);
         }
         self.self_join_bounded(tau, mapped, JOIN_CHUNK, JOIN_DEFERRED, emit)
