@@ -19,8 +19,9 @@ pub(super) fn join_mapped(index_bytes: u64, available: Option<u64>) -> Option<us
 }
 
 /// The bytes of memory this process can have now: `MemAvailable` of
-/// `/proc/meminfo`, or its memory cgroup's limit (v2 or v1) when that is
-/// less; `None` where neither can be read (other systems).
+/// `/proc/meminfo`, or its memory cgroup's limit (v2 or v1, the limits of
+/// the cgroups above it counted) when that is less; `None` where neither
+/// can be read (other systems).
 pub fn available_memory() -> Option<u64> {
     let free = std::fs::read_to_string("/proc/meminfo").ok().as_deref().and_then(mem_available);
     let limit = std::fs::read_to_string("/proc/self/cgroup")
@@ -40,23 +41,39 @@ fn mem_available(meminfo: &str) -> Option<u64> {
 }
 
 /// The memory limit of the cgroup a `/proc/self/cgroup` text names, read
-/// under `root` (`/sys/fs/cgroup`): v2's `memory.max`, v1's
-/// `memory.limit_in_bytes` in the memory hierarchy; `None` when there is
-/// none ("max", or v1's near-2^63 for no limit) or it cannot be read.
+/// under `root` (`/sys/fs/cgroup`), its ancestors' counted: under v2 the
+/// least `memory.max` or `memory.high` of the cgroup and every cgroup
+/// above it (a container's limit is often set on a parent, and past
+/// `memory.high` the kernel throttles and reclaims); under v1 the memory
+/// hierarchy's `memory.limit_in_bytes` or, when less, the
+/// `hierarchical_memory_limit` of its `memory.stat` (the ancestors'
+/// least). `None` when there is none ("max", or v1's near-2^63 for no
+/// limit) or none can be read.
 fn cgroup_limit(cgroups: &str, root: &Path) -> Option<u64> {
+    let read = |file: std::path::PathBuf| -> Option<u64> {
+        let limit: u64 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+        (limit < 1 << 60).then_some(limit)
+    };
     cgroups.lines().find_map(|line| {
         let mut fields = line.splitn(3, ':');
         let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
-        let path = path.trim_start_matches('/');
-        let file = if controllers.is_empty() {
-            root.join(path).join("memory.max")
+        let path = Path::new(path.trim_start_matches('/'));
+        if controllers.is_empty() {
+            path.ancestors()
+                .flat_map(|dir| ["memory.max", "memory.high"].map(|file| read(root.join(dir).join(file))))
+                .flatten()
+                .min()
         } else if controllers.split(',').any(|c| c == "memory") {
-            root.join("memory").join(path).join("memory.limit_in_bytes")
+            let dir = root.join("memory").join(path);
+            let hierarchical = std::fs::read_to_string(dir.join("memory.stat")).ok().and_then(|stat| {
+                let line = stat.lines().find(|line| line.starts_with("hierarchical_memory_limit "))?;
+                let limit: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                (limit < 1 << 60).then_some(limit)
+            });
+            [read(dir.join("memory.limit_in_bytes")), hierarchical].into_iter().flatten().min()
         } else {
-            return None;
-        };
-        let limit: u64 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
-        (limit < 1 << 60).then_some(limit)
+            None
+        }
     })
 }
 
@@ -89,6 +106,14 @@ mod tests {
         std::fs::write(v2.join("memory.max"), "max\n").unwrap();
         assert_eq!(cgroup_limit("0::/user.slice/b\n", root.path()), None, "v2 without a limit");
         assert_eq!(cgroup_limit("0::/nowhere\n", root.path()), None);
+        // A limit set above the cgroup, or its memory.high, counts.
+        std::fs::write(root.path().join("user.slice/memory.max"), "3221225472\n").unwrap();
+        assert_eq!(cgroup_limit("0::/user.slice/b\n", root.path()), Some(3 << 30), "a parent's memory.max");
+        std::fs::write(v2.join("memory.high"), "2147483648\n").unwrap();
+        assert_eq!(cgroup_limit("0::/user.slice/b\n", root.path()), Some(2 << 30), "its memory.high");
+        // v1: the hierarchy's least limit, from memory.stat.
+        std::fs::write(v1.join("memory.stat"), "cache 0\nhierarchical_memory_limit 1073741824\nrss 5\n").unwrap();
+        assert_eq!(cgroup_limit(v1_text, root.path()), Some(1 << 30), "v1 under a limited parent");
     }
 
     #[test]
