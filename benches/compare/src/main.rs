@@ -12,7 +12,8 @@
 //!                                           (NO_QUERIES=1: the self-join alone, for its memory)
 //!
 //! `COMPARE_JOIN_MAPPED=MIB` makes every neardex self-join
-//! `Searcher::self_join_within` that many MiB of mapped vectors;
+//! `Searcher::self_join_within` that many MiB of mapped vectors (without
+//! it, `Searcher::self_join` bounds itself only past the memory available);
 //! `COMPARE_WARM_UP=directories` warms the `neardex` command's query
 //! passes up without mapping every page in.
 //! neardex-compare prefix DIR SCHEME         prefix-filter join on neardex's signatures
@@ -420,8 +421,10 @@ fn warm_up_kind() -> neardex::store::WarmUp {
 }
 
 /// Every near-duplicate pair of `searcher` at `tau` to `emit`:
-/// `Searcher::self_join`, or under `COMPARE_JOIN_MAPPED=MIB`
-/// `Searcher::self_join_within` that many MiB.
+/// `Searcher::self_join` (bounded by itself when the index exceeds the
+/// memory available), or under `COMPARE_JOIN_MAPPED=MIB`
+/// `Searcher::self_join_within` that many MiB (the plain self-join when
+/// the vectors fit).
 fn self_join(searcher: &neardex::store::Searcher, tau: Threshold, emit: impl FnMut(neardex::oracle::Pair)) {
     match std::env::var("COMPARE_JOIN_MAPPED").ok().and_then(|v| v.parse::<usize>().ok()) {
         Some(mib) => searcher.self_join_within(tau, mib << 20, emit),
