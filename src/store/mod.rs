@@ -1926,17 +1926,35 @@ impl Searcher {
     /// # Errors
     /// [`IndexError::Corrupted`] for damaged segments.
     pub fn for_each_live(&self, mut f: impl FnMut(u64, &SignatureVector)) -> Result<(), IndexError> {
-        for loaded in self.state.segments.values() {
+        self.for_each_live_entry(|_, ordinal, segment, entry| {
+            f(entry.id, &segment.vector(ordinal)?);
+            Ok(())
+        })?;
+        for (&id, doc) in self.state.delta.iter() {
+            f(id, &doc.vector);
+        }
+        Ok(())
+    }
+
+    /// Calls `f(position, ordinal, segment, entry)` for every live document
+    /// of the snapshot's segments (not the delta), in segment order, then
+    /// by ordinal, with its segment's position among them: from the
+    /// entries, without reading a vector. `f`'s error ends the walk.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] for a damaged entry; `f`'s.
+    fn for_each_live_entry(
+        &self,
+        mut f: impl FnMut(usize, u32, &Segment<SegmentBytes>, segment::SegmentEntry) -> Result<(), IndexError>,
+    ) -> Result<(), IndexError> {
+        for (position, loaded) in self.state.segments.values().enumerate() {
             let segment = &loaded.segment;
             for ordinal in 0..segment.doc_count() {
                 let entry = segment.entry(ordinal)?;
                 if !self.state.deleted.contains(&entry.id) {
-                    f(entry.id, &segment.vector(ordinal)?);
+                    f(position, ordinal, segment, entry)?;
                 }
             }
-        }
-        for (&id, doc) in self.state.delta.iter() {
-            f(id, &doc.vector);
         }
         Ok(())
     }
@@ -1980,16 +1998,11 @@ impl Searcher {
     /// segment document rather than its hashes and frequencies.
     fn stats(&self, storage: &dyn Storage) -> Result<IndexStats, IndexError> {
         let (mut signatures, mut without_signatures) = (0, 0);
-        for loaded in self.state.segments.values() {
-            let segment = &loaded.segment;
-            for ordinal in 0..segment.doc_count() {
-                let entry = segment.entry(ordinal)?;
-                if !self.state.deleted.contains(&entry.id) {
-                    signatures += entry.length;
-                    without_signatures += u64::from(entry.distinct() == 0);
-                }
-            }
-        }
+        self.for_each_live_entry(|_, _, _, entry| {
+            signatures += entry.length;
+            without_signatures += u64::from(entry.distinct() == 0);
+            Ok(())
+        })?;
         for doc in self.state.delta.values() {
             signatures += doc.vector.total();
             without_signatures += u64::from(doc.vector.is_empty());

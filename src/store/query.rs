@@ -2634,14 +2634,10 @@ impl Searcher {
     pub fn live_ids(&self) -> Result<Vec<u64>, IndexError> {
         let mut ids = Vec::with_capacity(self.len() as usize);
         // From the segments' entries: their vectors are not read.
-        for loaded in self.state.segments.values() {
-            for ordinal in 0..loaded.segment.doc_count() {
-                let id = loaded.segment.entry(ordinal)?.id;
-                if !self.state.deleted.contains(&id) {
-                    ids.push(id);
-                }
-            }
-        }
+        self.for_each_live_entry(|_, _, _, entry| {
+            ids.push(entry.id);
+            Ok(())
+        })?;
         ids.extend(self.state.delta.keys());
         ids.sort_unstable();
         Ok(ids)
@@ -2960,18 +2956,12 @@ impl Searcher {
     fn join_probes(&self) -> Result<Vec<JoinProbe>, IndexError> {
         let measure = self.signer.config().similarity;
         let mut probes = Vec::with_capacity(self.len() as usize);
-        for (position, loaded) in self.state.segments.values().enumerate() {
-            let segment = &loaded.segment;
+        self.for_each_live_entry(|position, ordinal, _, entry| {
             let position = u32::try_from(position).unwrap_or(u32::MAX);
-            for ordinal in 0..segment.doc_count() {
-                let entry = segment.entry(ordinal)?;
-                if !self.state.deleted.contains(&entry.id) {
-                    let length =
-                        if measure == Similarity::SetJaccard { u64::from(entry.distinct()) } else { entry.length };
-                    probes.push(JoinProbe { probe: After { length, id: entry.id }, place: (position, ordinal) });
-                }
-            }
-        }
+            let length = if measure == Similarity::SetJaccard { u64::from(entry.distinct()) } else { entry.length };
+            probes.push(JoinProbe { probe: After { length, id: entry.id }, place: (position, ordinal) });
+            Ok(())
+        })?;
         for (&id, doc) in self.state.delta.iter() {
             probes.push(JoinProbe { probe: After { length: measure.length(&doc.vector), id }, place: (u32::MAX, 0) });
         }
