@@ -121,6 +121,21 @@ if prefix:
              for tool in ["prefix-shingles", "prefix-spotsigs"] if median(tool, "join_peak_rss_bytes") is not None]
     if peaks:
         print(f"Prefix filter peak RSS, MiB: {'; '.join(peaks)}.")
+# Queries of pages the index does not hold (pages n.. of the generator,
+# as a crawler asks before it adds them), second pass; both exact, so
+# their matches must agree.
+new = []
+for scheme, label in labels.items():
+    ours, peer = f"neardex-{scheme}", f"prefix-{scheme}"
+    if median(ours, "new_query_p50_us") is None or median(peer, "new_query_p50_us") is None:
+        continue
+    agree = median(ours, "new_matches") == median(peer, "new_matches")
+    new.append(f"{label} neardex {fmt(median(ours, 'new_query_p50_us'), 1)} / {fmt(median(ours, 'new_query_p99_us'), 1)}, "
+               f"prefix filter {fmt(median(peer, 'new_query_p50_us'), 1)} / {fmt(median(peer, 'new_query_p99_us'), 1)} "
+               f"({fmt(ratio(ours, 'new_query_p50_us', peer, 'new_query_p50_us', invert=True), 2)}× at p50; "
+               f"{fmt(median(ours, 'new_matches'))} matches{'' if agree else ' — THE TWO DISAGREE: ' + fmt(median(peer, 'new_matches'))})")
+if new:
+    print(f"Queries of {fmt(1000)} pages the index does not hold (second pass), p50 / p99 µs: {'; '.join(new)}.")
 # neardex's peak RSS column is the whole job's (the ingest, the query
 # passes after a page warm-up, the join); the ingest's and the join's own
 # (VmHWM reset before it) are recorded too.

@@ -5,11 +5,14 @@
 //! ```text
 //! neardex-compare gen N DIR                 pages.bin + text.txt for pages 0..N
 //! neardex-compare real DIR                  pages.bin + text.txt for the real pages of ../shared/data
-//! neardex-compare neardex DIR SCHEME        durable ingest, queries, all pairs (SCHEME: shingles|spotsigs);
+//! neardex-compare neardex DIR SCHEME        durable ingest, queries (of sample pages, and of 1,000 pages
+//!                                           past N that the index does not hold), all pairs (SCHEME: shingles|spotsigs);
 //!                                           with COMPARE_OPTIMIZE=1 then optimize, queries and all pairs again;
 //!                                           with COMPARE_BULK=N commits of N through a bulk writer
 //! neardex-compare requery DIR SCHEME        queries and all pairs again on the index `neardex` left
-//!                                           (NO_QUERIES=1: the self-join alone, for its memory)
+//!                                           (NO_QUERIES=1: the self-join alone, for its memory;
+//!                                           REQUERY_NEW=1: pages past N too; REQUERY_REPEAT=K: each query
+//!                                           run K times untimed before its timed run, its cache-warm time)
 //!
 //! `COMPARE_JOIN_MAPPED=MIB` makes every neardex self-join
 //! `Searcher::self_join_within` that many MiB of mapped vectors (without
@@ -694,14 +697,31 @@ fn requery(dir: &Path, scheme: Scheme) {
     // steadier than a pass's p50 for comparing two builds.
     let mut warm_means = Vec::new();
     let each = std::env::var_os("REQUERY_EACH").is_some();
+    // REQUERY_REPEAT=N: each query run N times more, untimed, right before
+    // its timed run, which then finds what it reads in the CPU's caches:
+    // the query's time without its cache misses (a floor for any change
+    // to how it reads memory). The untimed runs' mean is printed too.
+    let repeat: u32 = std::env::var("REQUERY_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     let mut spent = 0.0;
     for pass in 0..count {
         let mut times = Vec::new();
         found = 0;
+        let mut untimed = 0.0;
         for q in &queries {
+            if repeat > 0 {
+                let t = Instant::now();
+                for _ in 0..repeat {
+                    searcher.query(q, tau).unwrap();
+                }
+                untimed += t.elapsed().as_secs_f64();
+            }
             let t = Instant::now();
             found += searcher.query(q, tau).unwrap().len();
             times.push(t.elapsed().as_secs_f64());
+        }
+        if repeat > 0 && !queries.is_empty() {
+            let runs = f64::from(repeat) * queries.len() as f64;
+            eprintln!("pass {pass}: the untimed repeats' mean {:.2} us", untimed / runs * 1e6);
         }
         if pass > 0 && !times.is_empty() {
             warm_means.push(times.iter().sum::<f64>() / times.len() as f64 * 1e6);
@@ -739,6 +759,16 @@ fn requery(dir: &Path, scheme: Scheme) {
     }
     if std::env::var_os("REQUERY_LSH").is_some() {
         requery_lsh(&searcher, &queries, tau);
+    }
+    if std::env::var_os("REQUERY_NEW").is_some() {
+        // REQUERY_NEW=1: the queries of pages the index does not hold
+        // (`new_pages`), in two passes, as `neardex` times them.
+        let new = new_pages(searcher.signer(), scheme, n);
+        let passes = two_passes(&new, |_, q| searcher.query(&q.vector, tau).unwrap().len());
+        eprintln!(
+            "new pages: first pass p50 {:.1} / p99 {:.1} us, second {:.1} / {:.1} us, {} matches",
+            passes.cold.0, passes.cold.1, passes.warm.0, passes.warm.1, passes.found
+        );
     }
     if std::env::var_os("REQUERY_FRESH").is_some() {
         requery_fresh(&searcher, n, tau);
@@ -817,6 +847,32 @@ fn requery_lsh(searcher: &neardex::store::Searcher, queries: &[neardex::Signatur
         let (p50, p99) = percentiles(times);
         eprintln!("lsh pass {pass}: p50 {p50:.1} µs, p99 {p99:.1} µs, {found} matches");
     }
+}
+
+/// The pages a crawler would ask about before adding them: pages
+/// `n..n + QUERIES` of the generated corpus, past the `n` an index holds
+/// (generated as `gen` makes them: 30% copy an earlier page, mostly one of
+/// the last 10,000, so some have near-duplicates stored and most have
+/// none), signed as the harness signs the scheme's input. Their own
+/// signatures are in no segment, where a stored sample page's are all in
+/// its own: the query a crawler makes of a page it has not stored.
+pub fn new_pages(signer: &Signer, scheme: Scheme, n: u64) -> Vec<(u64, DocumentSignature)> {
+    let corpus = webcorpus::Corpus::load(SEED);
+    let input = scheme.input(Path::new(""));
+    let mut tokens = neardex::text::Tokens::new();
+    let mut scratch = neardex::Scratch::default();
+    (n..n + QUERIES)
+        .map(|i| {
+            let html = corpus.page(i);
+            let signature = if is_text(&input) {
+                tokens.tokenize(&neardex::text::html_bytes_to_text(html.as_bytes()));
+                sign(signer, &input, tokens.joined().as_bytes(), &mut scratch)
+            } else {
+                sign(signer, &input, html.as_bytes(), &mut scratch)
+            };
+            (i, signature)
+        })
+        .collect()
 }
 
 /// The sample pages (of `n`) signed as queries, each with its document id
@@ -1204,6 +1260,12 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
         stats.segments, stats.pending, exact.faults[0], exact.faults[1]
     );
 
+    // Pages the index does not hold, as a crawler asks before it adds
+    // them (not part of the whole job).
+    let fresh = new_pages(&signer, scheme, n);
+    let new = two_passes(&fresh, |_, q| searcher.query(&q.vector, tau).unwrap().len());
+    let ((new_p50, new_p99), new_found) = (new.warm, new.found);
+
     // Every near-duplicate pair, exact, on both cores; the join's own peak
     // from a VmHWM reset to the resident memory it starts with (a bounded
     // join's without the pages the query passes mapped in, which it
@@ -1224,6 +1286,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
         "{{\"tool\": \"neardex-{}\", \"documents\": {n}, \"input\": \"{}\", \"sign_docs_per_s\": {sign_rate:.0}, \
          \"sign_html_docs_per_s\": {html_sign_rate}, \"insert_docs_per_s\": {:.0}, \"ingest_seconds\": {ingest_secs:.2}, \"warm_up_seconds\": {warm_up_secs:.3}, \"query_p50_us\": {exact_p50:.1}, \
          \"query_p99_us\": {exact_p99:.1}, \"warm_query_p50_us\": {warm_p50:.1}, \"warm_query_p99_us\": {warm_p99:.1}, \"lsh_query_p50_us\": {lsh_p50:.1}, \"lsh_query_p99_us\": {lsh_p99:.1}, \
+         \"new_query_p50_us\": {new_p50:.1}, \"new_query_p99_us\": {new_p99:.1}, \"new_matches\": {new_found}, \
          \"lsh_sample_recall\": {:.5}, \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \
          \"whole_job_seconds\": {:.2}, \"peak_rss_bytes\": {}, \"ingest_peak_rss_bytes\": {ingest_peak}, \"self_join_peak_rss_bytes\": {join_peak}, {}, \"disk_bytes\": {disk}, \"disk_over_vectors\": {:.3}}}",
         scheme.name(),
