@@ -389,13 +389,12 @@ pub fn run(dir: &Path, scheme: Scheme) {
     // second reported, as neardex's warm pass.
     let mut score = vec![0i32; n];
     let (mut touched, mut ranks) = (Vec::new(), Vec::new());
-    let ((p50, p99), found) = two_passes(vectors.len(), |k| {
-        let vector = &vectors[k];
+    let mut from_vector = |vector: &neardex::SignatureVector, score: &mut [i32], touched: &mut Vec<u32>| {
         let elements = elements(scheme, vector.hashes(), vector.freqs());
-        let shift = elements.len() as u32;
         rank.ranks_of(&elements, &mut ranks);
-        index.query(&sets, &ranks, shift, ppb, &mut score, &mut touched)
-    });
+        index.query(&sets, &ranks, elements.len() as u32, ppb, score, touched)
+    };
+    let ((p50, p99), found) = two_passes(vectors.len(), |k| from_vector(&vectors[k], &mut score, &mut touched));
     // The same queries on the stored pages' ranks, computed at build time:
     // the probe alone, in passes of their own (so that neither form finds
     // the other's lists in the CPU caches).
@@ -407,13 +406,8 @@ pub fn run(dir: &Path, scheme: Scheme) {
     // their elements no stored document holds rank first, and are probed
     // without a list.
     let fresh = crate::new_pages(&signer, scheme, documents);
-    let ((new_p50, new_p99), new_found) = two_passes(fresh.len(), |k| {
-        let vector = &fresh[k].1.vector;
-        let elements = elements(scheme, vector.hashes(), vector.freqs());
-        let shift = elements.len() as u32;
-        rank.ranks_of(&elements, &mut ranks);
-        index.query(&sets, &ranks, shift, ppb, &mut score, &mut touched)
-    });
+    let ((new_p50, new_p99), new_found) =
+        two_passes(fresh.len(), |k| from_vector(&fresh[k].1.vector, &mut score, &mut touched));
     println!(
         "{{\"tool\": \"prefix-{}\", \"documents\": {n}, \"sign_seconds\": {sign_secs:.2}, \"rank_seconds\": {rank_secs:.2}, \
          \"all_pairs_seconds\": {join_secs:.2}, \"pairs\": {}, \"query_index_seconds\": {index_secs:.2}, \
