@@ -50,10 +50,7 @@ fn mem_available(meminfo: &str) -> Option<u64> {
 /// least). `None` when there is none ("max", or v1's near-2^63 for no
 /// limit) or none can be read.
 fn cgroup_limit(cgroups: &str, root: &Path) -> Option<u64> {
-    let read = |file: std::path::PathBuf| -> Option<u64> {
-        let limit: u64 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
-        (limit < 1 << 60).then_some(limit)
-    };
+    let read = |file: std::path::PathBuf| std::fs::read_to_string(file).ok().as_deref().and_then(limit_in);
     cgroups.lines().find_map(|line| {
         let mut fields = line.splitn(3, ':');
         let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
@@ -66,15 +63,21 @@ fn cgroup_limit(cgroups: &str, root: &Path) -> Option<u64> {
         } else if controllers.split(',').any(|c| c == "memory") {
             let dir = root.join("memory").join(path);
             let hierarchical = std::fs::read_to_string(dir.join("memory.stat")).ok().and_then(|stat| {
-                let line = stat.lines().find(|line| line.starts_with("hierarchical_memory_limit "))?;
-                let limit: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-                (limit < 1 << 60).then_some(limit)
+                stat.lines().find_map(|line| line.strip_prefix("hierarchical_memory_limit ")).and_then(limit_in)
             });
             [read(dir.join("memory.limit_in_bytes")), hierarchical].into_iter().flatten().min()
         } else {
             None
         }
     })
+}
+
+/// A limit as a cgroup file writes it (bytes, surrounding whitespace
+/// allowed); `None` for "max", v1's near-2^63 for no limit, or anything
+/// else that is not one.
+fn limit_in(text: &str) -> Option<u64> {
+    let limit: u64 = text.trim().parse().ok()?;
+    (limit < 1 << 60).then_some(limit)
 }
 
 #[cfg(test)]

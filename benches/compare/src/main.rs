@@ -283,6 +283,14 @@ fn in_order<T>(rx: Receiver<(usize, T)>, consume: &mut impl FnMut(T)) {
     }
 }
 
+/// Page `i` of `corpus`: its HTML, and its visible text as neardex's
+/// tokens joined by single spaces (a line of `text.txt`).
+fn page_and_text(corpus: &webcorpus::Corpus, i: u64, tokens: &mut neardex::text::Tokens) -> (String, String) {
+    let html = corpus.page(i);
+    tokens.tokenize(&neardex::text::html_bytes_to_text(html.as_bytes()));
+    (html, tokens.joined())
+}
+
 /// Writes the corpus of pages `0..n` into `dir`.
 fn generate(n: u64, dir: &Path) {
     std::fs::create_dir_all(dir).expect("corpus directory");
@@ -298,13 +306,8 @@ fn generate(n: u64, dir: &Path) {
                 let chunks = n.div_ceil(BATCH as u64) as usize;
                 for seq in (worker..chunks).step_by(2) {
                     let from = (seq * BATCH) as u64;
-                    let chunk = (from..(from + BATCH as u64).min(n))
-                        .map(|i| {
-                            let html = corpus.page(i);
-                            tokens.tokenize(&neardex::text::html_bytes_to_text(html.as_bytes()));
-                            (html, tokens.joined())
-                        })
-                        .collect();
+                    let chunk =
+                        (from..(from + BATCH as u64).min(n)).map(|i| page_and_text(corpus, i, &mut tokens)).collect();
                     if tx.send((seq, chunk)).is_err() {
                         return;
                     }
@@ -863,14 +866,9 @@ pub fn new_pages(signer: &Signer, scheme: Scheme, n: u64) -> Vec<(u64, DocumentS
     let mut scratch = neardex::Scratch::default();
     (n..n + QUERIES)
         .map(|i| {
-            let html = corpus.page(i);
-            let signature = if is_text(&input) {
-                tokens.tokenize(&neardex::text::html_bytes_to_text(html.as_bytes()));
-                sign(signer, &input, tokens.joined().as_bytes(), &mut scratch)
-            } else {
-                sign(signer, &input, html.as_bytes(), &mut scratch)
-            };
-            (i, signature)
+            let (html, text) = page_and_text(&corpus, i, &mut tokens);
+            let doc = if is_text(&input) { text } else { html };
+            (i, sign(signer, &input, doc.as_bytes(), &mut scratch))
         })
         .collect()
 }
