@@ -895,12 +895,194 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+        ..ProptestConfig::default()
+    })]
+
+    /// Single queries over two to six segments with the snapshot's masks
+    /// built skip the look-ups, in one segment, of signatures whose list
+    /// there they know (`QueryStats::lists_known`): a document of it found
+    /// through two of its signatures holds them, and the filter of
+    /// signatures with lists of several rules them out. Near-duplicates in
+    /// the same segment (lists of several), in other segments (looked up
+    /// there) and pending, deleted documents, a segment appended after the
+    /// masks (which their filter does not cover), stored pages, copies no
+    /// segment holds, threshold and top-k queries: every answer the
+    /// oracle's, under every measure.
+    #[test]
+    fn queries_that_know_a_signature_s_holder_equal_the_oracle(
+        originals in prop::collection::vec(arb_unique_vector(), 2..30),
+        copies in prop::collection::vec((0usize..30, 0usize..24, any::<u64>(), 0usize..7, 0u8..3), 1..30),
+        segments in 2usize..7,
+        deletes in prop::collection::vec(0usize..60, 0..6),
+        measure in 0u8..3,
+        ppb in 400_000_000u32..=1_000_000_000,
+    ) {
+        let measure = [Similarity::MultisetJaccard, Similarity::SetJaccard, Similarity::Containment][measure as usize];
+        let (_dir, index, config) = index_flushed_by_hand(measure);
+        // Original n in segment n mod `segments`; each copy in the segment
+        // it names, or pending (the stage past the last segment).
+        let mut docs: Vec<(SignatureVector, usize)> =
+            originals.iter().enumerate().map(|(n, v)| (v.clone(), n % segments)).collect();
+        // A copy is a near-duplicate (one signature replaced) or part of
+        // its original (three signatures of four: every fourth left out, or
+        // the lowest quarter by hash, the first its queries look up), and
+        // one of its own: the original then holds the rest alone, so queries
+        // of it know their holder, while the part it shares is held in the
+        // copy's segment too, or beside it in a list of several.
+        for &(of, drop, hash, stage, part) in &copies {
+            let original = &originals[of % originals.len()];
+            let copy = match part {
+                0 => near_copy(original, drop, hash),
+                1 => part_copy(original, |i, _| i % 4 != 0, hash),
+                _ => part_copy(original, |i, n| i >= n / 4, hash),
+            };
+            docs.push((copy, stage % (segments + 1)));
+        }
+        for stage in 0..=segments {
+            let mut w = index.writer().unwrap();
+            for (n, (vector, _)) in docs.iter().enumerate().filter(|(_, d)| d.1 == stage) {
+                let signature = signature_of(&config, vector.clone(), n as u64);
+                w.insert(&n.to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
+            }
+            w.commit().unwrap();
+            if stage < segments {
+                index.flush().unwrap();
+            }
+        }
+        let mut live = vec![true; docs.len()];
+        let mut w = index.writer().unwrap();
+        for d in deletes {
+            let d = d % docs.len();
+            w.delete(&d.to_string()).unwrap();
+            live[d] = false;
+        }
+        w.commit().unwrap();
+        let tau = Threshold::from_ppb(ppb).unwrap();
+        let s = index.searcher().unwrap();
+        s.warm_up(WarmUp::Pages);
+        check_queries(&s, &docs, &live, measure, tau)?;
+        // Then a segment of copies appended: the next snapshot shares the
+        // masks and their filter, which do not cover the new segment.
+        let mut w = index.writer().unwrap();
+        for (of, (vector, _)) in docs.clone().iter().enumerate().take(4) {
+            let copy = part_copy(vector, |i, _| i % 3 != 1, 0xFEED_0000 + of as u64);
+            let n = docs.len();
+            let signature = signature_of(&config, copy.clone(), n as u64);
+            w.insert(&n.to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
+            docs.push((copy, segments + 1));
+            live.push(true);
+        }
+        w.commit().unwrap();
+        index.flush().unwrap();
+        let s = index.searcher().unwrap();
+        check_queries(&s, &docs, &live, measure, tau)?;
+    }
+}
+
+/// Every document of `docs` and a near-copy of each no segment holds,
+/// queried through `s` at `tau`, as threshold and top-k queries: the
+/// oracle's answers over the live ones.
+fn check_queries(
+    s: &neardex::store::Searcher,
+    docs: &[(SignatureVector, usize)],
+    live: &[bool],
+    measure: Similarity,
+    tau: Threshold,
+) -> Result<(), TestCaseError> {
+    let mut indexed = Vec::new();
+    for (n, (vector, _)) in docs.iter().enumerate().filter(|&(n, _)| live[n]) {
+        indexed.push((s.get(&n.to_string()).unwrap().unwrap().id, vector));
+    }
+    for (n, (vector, _)) in docs.iter().enumerate() {
+        let novel = near_copy(vector, n, 0xC0FF_EE00_0000 + n as u64);
+        for q in [vector, &novel] {
+            let wanted = oracle::query(indexed.iter().copied(), q, measure, tau);
+            prop_assert_eq!(s.query(q, tau).unwrap(), wanted.clone());
+            let mut ranked = wanted;
+            ranked.sort_by(|x, y| y.overlap.cmp_value(x.overlap).then(x.id.cmp(&y.id)));
+            prop_assert_eq!(s.top_k(q, 2, tau).unwrap(), &ranked[..2.min(ranked.len())]);
+        }
+    }
+    Ok(())
+}
+
+/// Three segments: a page with a near-duplicate beside it and another in
+/// the next segment, and pages no other document shares a signature
+/// with. With the masks built, a query of one of the latter knows the
+/// holder of the signatures it would look up and finds what the oracle
+/// finds; the page whose every signature a copy holds knows none, and
+/// finds its copies as before.
+#[test]
+fn a_query_knows_the_holder_of_signatures_one_page_alone_holds() {
+    let measure = Similarity::SetJaccard;
+    let (_dir, index, config) = index_flushed_by_hand(measure);
+    let page = |base: u64, n: u64| SignatureVector::from_pairs((0..n).map(|i| (base + i * 0x9E37_79B9, 1)));
+    let original = page(0x1000_0000, 40);
+    let docs: Vec<(SignatureVector, usize)> = vec![
+        (page(0x5000_0000, 40), 0),
+        (original.clone(), 1),
+        (near_copy(&original, 3, 0xAAAA), 1),
+        (page(0x6000_0000, 40), 1),
+        (near_copy(&original, 7, 0xBBBB), 2),
+        (page(0x7000_0000, 40), 2),
+    ];
+    for segment in 0..3 {
+        let mut w = index.writer().unwrap();
+        for (n, (vector, _)) in docs.iter().enumerate().filter(|(_, d)| d.1 == segment) {
+            let signature = signature_of(&config, vector.clone(), n as u64);
+            w.insert(&n.to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
+        }
+        w.commit().unwrap();
+        index.flush().unwrap();
+    }
+    assert_eq!(index.stats().unwrap().segments, 3);
+    let s = index.searcher().unwrap();
+    let indexed: Vec<(u64, &SignatureVector)> =
+        docs.iter().enumerate().map(|(n, (v, _))| (s.get(&n.to_string()).unwrap().unwrap().id, v)).collect();
+    let tau = Threshold::new(0.9).unwrap();
+    let wanted = oracle::query(indexed.iter().copied(), &original, measure, tau);
+    assert_eq!(wanted.len(), 3, "the page and its two near-duplicates");
+    // Without the masks (not built yet): no holder is known.
+    let (before, stats) = s.query_with(&original, tau, Pruning::Full).unwrap();
+    assert_eq!(before, wanted);
+    assert_eq!(stats.lists_known, 0, "{stats:?}");
+    s.warm_up(WarmUp::Pages);
+    let (after, stats) = s.query_with(&original, tau, Pruning::Full).unwrap();
+    assert_eq!(after, wanted);
+    // Every signature of the page is held by a copy too: those both
+    // copies hold (all but 3 and 7) by documents of two segments, 3 by
+    // the copy in the other segment, 7 by the copy beside it (a list of
+    // several). No holder is known alone.
+    assert_eq!(stats.lists_known, 0, "{stats:?}");
+    // A page no copy shares anything with is known at once: every
+    // signature of the order (up to the δ1 break) but the two seeds'
+    // look-ups.
+    let lone = &docs[3].0;
+    let lone_wanted = oracle::query(indexed.iter().copied(), lone, measure, tau);
+    let (got, stats) = s.query_with(lone, tau, Pruning::Full).unwrap();
+    assert_eq!(got, lone_wanted);
+    assert_eq!(got.len(), 1);
+    assert!(stats.lists_known >= 2, "{stats:?}");
+}
+
 /// `original` with its signature `drop` (modulo its count) replaced by
 /// `hash`, which nobody else holds.
 fn near_copy(original: &SignatureVector, drop: usize, hash: u64) -> SignatureVector {
     let mut pairs: Vec<(u64, u32)> = original.iter().collect();
     let drop = drop % pairs.len();
     pairs[drop] = (hash, 1);
+    SignatureVector::from_pairs(pairs)
+}
+
+/// The signatures of `original` at the positions `keep(i, count)` picks,
+/// and `hash`, which nobody else holds.
+fn part_copy(original: &SignatureVector, keep: impl Fn(usize, usize) -> bool, hash: u64) -> SignatureVector {
+    let n = original.distinct() as usize;
+    let mut pairs: Vec<(u64, u32)> = original.iter().enumerate().filter(|&(i, _)| keep(i, n)).map(|(_, p)| p).collect();
+    pairs.push((hash, 1));
     SignatureVector::from_pairs(pairs)
 }
 

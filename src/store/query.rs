@@ -450,6 +450,11 @@ struct SegmentBuffers<'s> {
     /// The positions in the order of the signatures a segment's masks
     /// name it for (its look-ups).
     selected: Vec<usize>,
+    /// The positions in the order of the signatures whose one holder is
+    /// known ([`Searcher::known_lists`]), and its scratch: the order's
+    /// signatures it may hold, by hash.
+    known: Vec<usize>,
+    wanted: Vec<(u64, usize)>,
 }
 
 /// An empty vector with the allocation of `v` (emptied), whatever the
@@ -471,6 +476,8 @@ impl SegmentBuffers<'_> {
             verify: b.verify,
             masks: b.masks,
             selected: b.selected,
+            known: b.known,
+            wanted: b.wanted,
         }
     }
 
@@ -490,6 +497,8 @@ impl SegmentBuffers<'_> {
             verify: kept(self.verify),
             masks: kept(self.masks),
             selected: kept(self.selected),
+            known: kept(self.known),
+            wanted: kept(self.wanted),
         };
         SEGMENT_BUFFERS.with(|b| b.set(kept));
     }
@@ -1216,8 +1225,11 @@ impl SegmentMasks {
     /// several segments reads to look a signature up only in those. No
     /// merge: each segment ORs its bit into its keys' cells, on all cores
     /// by the key ranges of [`SharedSignatures`], each range with blocks of
-    /// its own. `None` when a key section is damaged.
-    fn of_segments(segments: &BTreeMap<u64, Arc<super::LoadedSegment>>) -> Option<SegmentMasks> {
+    /// its own. With them, in the same walk, the filter of the keys with a
+    /// list of several documents in some segment (`Masks::several`; sized
+    /// by a first pass over each segment's posting entries). `None` when a
+    /// key section is damaged.
+    fn of_segments(segments: &BTreeMap<u64, Arc<super::LoadedSegment>>) -> Option<(SegmentMasks, KeyFilter)> {
         use rayon::prelude::*;
         let ranges = 1usize << SharedSignatures::RANGE_BITS;
         let segments: Vec<_> = segments.values().collect();
@@ -1225,28 +1237,48 @@ impl SegmentMasks {
         let mut masks = SegmentMasks::sized_in(incidences, ranges);
         let blocks = masks.cells.len() / Self::BLOCK;
         let per_range = masks.cells.len() / ranges;
-        masks.cells.par_chunks_mut(per_range).enumerate().try_for_each(|(range, cells)| {
-            let (lo, hi) = SharedSignatures::range_bounds(range);
-            let base = range * per_range;
-            // A cell outside the range's own (not expected) leaves the
-            // masks unbuilt rather than missing a bit.
-            let mut inside = true;
-            for (position, loaded) in segments.iter().enumerate() {
-                let bit = Self::bit(position);
-                let walked = loaded.segment.for_each_posting_key_between(lo, hi, |key| {
-                    let (a, b) = Self::cells_of(blocks, key);
-                    for at in [a, b] {
-                        match at.checked_sub(base).and_then(|i| cells.get_mut(i)) {
-                            Some(cell) => *cell |= bit,
-                            None => inside = false,
+        // The keys with a list of several documents in some segment,
+        // filtered by the same ranges (`Masks::several`).
+        let several_keys: usize = segments.par_iter().map(|l| l.segment.several_count()).sum();
+        let mut several = KeyFilter::sized_in(several_keys, ranges);
+        let words = several.words.len();
+        let words_per_range = words / ranges;
+        masks
+            .cells
+            .par_chunks_mut(per_range)
+            .zip(several.words.par_chunks_mut(words_per_range))
+            .enumerate()
+            .try_for_each(|(range, (cells, own_words))| {
+                let (lo, hi) = SharedSignatures::range_bounds(range);
+                let base = range * per_range;
+                let word_base = range * words_per_range;
+                // A cell or word outside the range's own (not expected)
+                // leaves the masks unbuilt rather than missing a bit.
+                let mut inside = true;
+                for (position, loaded) in segments.iter().enumerate() {
+                    let bit = Self::bit(position);
+                    let walked = loaded.segment.for_each_posting_entry_between(lo, hi, |key, only, _| {
+                        let (a, b) = Self::cells_of(blocks, key);
+                        for at in [a, b] {
+                            match at.checked_sub(base).and_then(|i| cells.get_mut(i)) {
+                                Some(cell) => *cell |= bit,
+                                None => inside = false,
+                            }
                         }
-                    }
-                });
-                walked.ok()?;
-            }
-            inside.then_some(())
-        })?;
-        Some(masks)
+                        if only.is_none() {
+                            let word = KeyFilter::word_of(words, key).checked_sub(word_base);
+                            match word.and_then(|i| own_words.get_mut(i)) {
+                                Some(word) => *word |= KeyFilter::mask(key),
+                                None => inside = false,
+                            }
+                        }
+                        Ok(())
+                    });
+                    walked.ok()?;
+                }
+                inside.then_some(())
+            })?;
+        Some((masks, several))
     }
 
     /// Masks for about `incidences` (key, segment) pairs, with a block
@@ -1319,6 +1351,10 @@ impl SegmentSets for SegmentMasks {
 pub(super) struct Masks {
     cells: Arc<SegmentMasks>,
     extra: u8,
+    /// The keys that have a list of several documents in one of the
+    /// segments the cells were built for: a key it rules out has a list of
+    /// one document at most in each of them ([`Searcher::known_lists`]).
+    several: Arc<KeyFilter>,
 }
 
 impl SegmentSets for Masks {
@@ -1382,7 +1418,8 @@ impl LazyMasks {
             Some(masks) if covered < 8 && segments.keys().next_back() == Some(&id) => {
                 let lazy = LazyMasks::default();
                 let extra = masks.extra | SegmentMasks::bit(covered);
-                let _ = lazy.built.set(Some(Masks { cells: Arc::clone(&masks.cells), extra }));
+                let cells = Arc::clone(&masks.cells);
+                let _ = lazy.built.set(Some(Masks { cells, extra, several: Arc::clone(&masks.several) }));
                 Arc::new(lazy)
             }
             _ => Arc::default(),
@@ -1400,7 +1437,11 @@ impl LazyMasks {
     /// build that the waiting thread itself is running.
     fn build(&self, segments: &BTreeMap<u64, Arc<super::LoadedSegment>>) {
         if self.unsettled() {
-            let masks = SegmentMasks::of_segments(segments).map(|cells| Masks { cells: Arc::new(cells), extra: 0 });
+            let masks = SegmentMasks::of_segments(segments).map(|(cells, several)| Masks {
+                cells: Arc::new(cells),
+                extra: 0,
+                several: Arc::new(several),
+            });
             let _ = self.built.set(masks);
         }
     }
@@ -1764,6 +1805,12 @@ pub struct QueryStats {
     /// lies in the window (their lists' entries are not counted in
     /// `pruned_by_bounds` or `pruned_by_window`: nobody read their lengths).
     pub lists_skipped: u64,
+    /// Segment look-ups of query signatures never made because their list
+    /// there was known to be one document: a document of that segment
+    /// found through two other signatures holds them, and the snapshot's
+    /// filter of signatures with lists of several says no segment lists
+    /// them for several (ARCHITECTURE.md, "Lists a query knows").
+    pub lists_known: u64,
 }
 
 impl std::ops::AddAssign for QueryStats {
@@ -1774,6 +1821,7 @@ impl std::ops::AddAssign for QueryStats {
         self.pruned_by_bounds += o.pruned_by_bounds;
         self.delta_scanned += o.delta_scanned;
         self.lists_skipped += o.lists_skipped;
+        self.lists_known += o.lists_known;
     }
 }
 
@@ -1870,6 +1918,22 @@ struct Plan<'q> {
     /// (most segments of most queries, read from one byte rather than
     /// from every signature's).
     named: u8,
+    /// Signatures of `order` whose list in one segment is known
+    /// ([`Searcher::known_lists`]): not looked up there.
+    known: Option<Known<'q>>,
+}
+
+/// Signatures of a query's order whose list in one segment is known to be
+/// one document ([`Searcher::known_lists`]): not looked up there (other
+/// segments and the pending documents look them up as before).
+#[derive(Clone, Copy)]
+struct Known<'q> {
+    /// The segment's position in the snapshot.
+    position: usize,
+    /// The document's ordinal in it.
+    ordinal: u32,
+    /// The signatures' positions in the order, ascending.
+    members: &'q [usize],
 }
 
 impl Plan<'_> {
@@ -2090,6 +2154,15 @@ impl Searcher {
         if let Some(segment_masks) = segment_masks {
             masks.extend(order.iter().map(|&(hash, _)| segment_masks.segments(hash)));
         }
+        // A single query's signatures whose list in one segment is known
+        // to be one document it holds: not looked up there.
+        let mut known = std::mem::take(&mut buffers.known);
+        let found = match (after, self.state.segment_masks.get()) {
+            (None, Some(snapshot)) if pruning == Pruning::Full && segment_masks.is_some() => {
+                self.known_lists(&order, &masks, snapshot, &mut known, &mut buffers.wanted)?
+            }
+            _ => None,
+        };
         let plan = Plan {
             query,
             measure,
@@ -2100,6 +2173,7 @@ impl Searcher {
             alone,
             masks: segment_masks.map(|_| masks.as_slice()),
             named: masks.iter().fold(0, |named, &m| named | m),
+            known: found.map(|(position, ordinal)| Known { position, ordinal, members: &known }),
         };
         // The segments' walks share one set of buffers.
         for (position, loaded) in self.state.segments.values().enumerate() {
@@ -2107,6 +2181,8 @@ impl Searcher {
         }
         self.query_delta(&plan, sink, &mut stats);
         buffers.masks = masks;
+        known.clear();
+        buffers.known = known;
         buffers.give_back();
         give_back_order(order);
         Ok(stats)
@@ -2134,7 +2210,8 @@ impl Searcher {
         stats: &mut QueryStats,
         buffers: &mut SegmentBuffers<'s>,
     ) -> Result<(), IndexError> {
-        let &Plan { query, measure, window, pruning, order, alone, masks, named, .. } = plan;
+        let &Plan { query, measure, window, pruning, order, alone, masks, named, known, .. } = plan;
+        let known = known.filter(|known| known.position == position);
         let SegmentBuffers { lists, walk, candidates, verify, selected, .. } = buffers;
         // The positions in the order of the signatures whose masks name
         // this segment: the only ones it looks up, since no document of it
@@ -2149,9 +2226,16 @@ impl Searcher {
                 let bit = SegmentMasks::bit(position);
                 selected.clear();
                 if named & bit != 0 {
-                    selected.extend(masks.iter().enumerate().filter(|&(_, &m)| m & bit != 0).map(|(n, _)| n));
+                    // Less the known ones (ascending too), not looked up.
+                    let mut members = known.map_or(&[][..], |k| k.members).iter().peekable();
+                    selected.extend(masks.iter().enumerate().filter(|&(_, &m)| m & bit != 0).map(|(n, _)| n).filter(
+                        |&n| {
+                            let is_known = members.next_if_eq(&&n).is_some();
+                            !is_known
+                        },
+                    ));
                 }
-                if selected.is_empty() {
+                if selected.is_empty() && known.is_none() {
                     stats.lists_skipped += query.distinct();
                     return Ok(());
                 }
@@ -2186,6 +2270,7 @@ impl Searcher {
         // break before any later list.
         let stop = if full { break_weight(measure, window, len_q, sink.tau) } else { u64::MAX };
         let enough = |visited| alone + visited >= stop;
+        let mut known_here = 0;
         let LookedUp { absent, skipped } = weighted_lists(order, enough, lists, |signatures, each| match selected {
             // The selected signatures before the cut go to the look-up. The
             // order puts the signatures the fewest segments hold first, so
@@ -2198,10 +2283,19 @@ impl Searcher {
                     if let Some(&n) = selected.get(at) {
                         each(n, list);
                     }
-                })
+                })?;
+                // The known signatures' list here is their one holder.
+                if let Some(known) = known {
+                    for &n in known.members.iter().take_while(|&&n| n < signatures.len()) {
+                        each(n, super::segment::PostingList::Single(known.ordinal));
+                        known_here += 1;
+                    }
+                }
+                Ok(())
             }
             None => segment.posting_lists_each(signatures.iter().map(|&(hash, _)| hash), each),
         })?;
+        stats.lists_known += known_here;
         let absent = absent + alone;
         // Signatures past the cut of the order are skipped as well.
         stats.lists_skipped += skipped + (query.distinct() - order.len() as u64);
@@ -2308,6 +2402,79 @@ impl Searcher {
             self.verify_ordinal(segment, ordinal, x, plan, sink, stats)?;
         }
         Ok(())
+    }
+
+    /// The signatures of a single query's `order` whose one holder in a
+    /// segment is known without looking them up there, into `known`
+    /// (positions in the order, ascending), and that holder (its
+    /// segment's position, its ordinal); `None` when there are none.
+    ///
+    /// The first two signatures of the order that the snapshot's masks
+    /// name one segment (the same) alone for are looked up there; if both
+    /// lists there are the same one document, its vector is merged with
+    /// every signature of the order that the masks name that segment for.
+    /// Each it holds that no segment lists for several documents
+    /// (`Masks::several`, built for every segment of the snapshot: none
+    /// appended since) has a list there of one document, which it holds:
+    /// that document is what the look-up there would find, and the answer
+    /// is unchanged. Every other segment the masks name still looks it
+    /// up. Most of a stored page's signatures are its own alone, and so
+    /// are many of a new page's that copy one.
+    fn known_lists(
+        &self,
+        order: &[(u64, u64)],
+        masks: &[u8],
+        snapshot: &Masks,
+        known: &mut Vec<usize>,
+        wanted: &mut Vec<(u64, usize)>,
+    ) -> Result<Option<(usize, u32)>, IndexError> {
+        known.clear();
+        if snapshot.extra != 0 || self.state.segments.len() < 2 {
+            return Ok(None);
+        }
+        let Some(&bit) = masks.iter().find(|m| m.count_ones() == 1) else {
+            return Ok(None);
+        };
+        let position = bit.trailing_zeros() as usize;
+        let Some(loaded) = self.state.segments.values().nth(position) else {
+            return Ok(None);
+        };
+        let segment = &loaded.segment;
+        // The seeds: the first two signatures the masks name that segment
+        // alone for, looked up together. Only when both lists there are
+        // the same one document is it merged with the rest (a page whose
+        // signatures are not mostly one stored page's, most new pages,
+        // pays for no merge).
+        let mut seeds = masks.iter().enumerate().filter(|&(_, &m)| m == bit).map(|(n, _)| order[n].0).take(2);
+        let (Some(first), Some(second)) = (seeds.next(), seeds.next()) else {
+            return Ok(None);
+        };
+        let mut holders = [None; 2];
+        segment.posting_lists_each([first, second], |at, list| {
+            if let (Some(holder), super::segment::PostingList::Single(ordinal)) = (holders.get_mut(at), list) {
+                *holder = Some(ordinal);
+            }
+        })?;
+        let [Some(ordinal), Some(other)] = holders else {
+            return Ok(None);
+        };
+        if ordinal != other {
+            return Ok(None);
+        }
+        wanted.clear();
+        wanted.extend(masks.iter().enumerate().filter(|&(_, &m)| m & bit != 0).map(|(n, _)| (order[n].0, n)));
+        wanted.sort_unstable();
+        segment.holds_each(segment.entry(ordinal)?, wanted, |n| known.push(n))?;
+        // Of those, the ones no segment lists for several documents: each
+        // filter word asked for first, so that their misses overlap.
+        let several = &snapshot.several;
+        known.iter().for_each(|&n| several.prefetch(order[n].0));
+        known.retain(|&n| {
+            let hash = order[n].0;
+            !KeyFilter::admits(several.load(hash), hash)
+        });
+        known.sort_unstable();
+        Ok((!known.is_empty()).then_some((position, ordinal)))
     }
 
     /// Verifies one segment document (of length `x`) against the query,
@@ -3225,6 +3392,7 @@ pub(super) fn query_staged(
         alone: 0,
         masks: None,
         named: 0,
+        known: None,
     };
     query_pending(docs, index, &plan, &mut sink, &mut QueryStats::default());
     let mut out = sink.matches;
@@ -3784,7 +3952,7 @@ mod tests {
         assert!(unbuilt.appended(&list(3), 3).unsettled());
         let built = LazyMasks::default();
         let cells = Arc::new(SegmentMasks::sized_in(10, 1));
-        built.built.set(Some(Masks { cells, extra: 0 })).unwrap();
+        built.built.set(Some(Masks { cells, extra: 0, several: Arc::default() })).unwrap();
         let three = built.appended(&list(3), 3);
         let four = three.appended(&list(4), 4);
         assert_eq!(four.get().map(|m| m.extra), Some(SegmentMasks::bit(2) | SegmentMasks::bit(3)));

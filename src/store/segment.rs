@@ -1934,6 +1934,15 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
     }
 
+    /// How many posting keys have a list of several documents (an entry
+    /// that is not an inline one-document list): one pass over the
+    /// posting entries, which sizes a filter of them
+    /// (`SegmentMasks::of_segments`).
+    pub fn several_count(&self) -> usize {
+        let offsets = self.section(SectionKind::PostingOffsets);
+        (0..self.posting_key_count()).filter(|&i| self.inline_only(offsets, i).is_none()).count()
+    }
+
     /// How many posting keys (distinct signatures) the segment lists.
     pub fn posting_key_count(&self) -> usize {
         self.keys(SectionKind::PostingKeys).len()
@@ -2294,11 +2303,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         tau: Option<Threshold>,
     ) -> Result<Option<Overlap>, IndexError> {
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
-        let stored: &[[u8; 8]] = self
-            .section(SectionKind::Hashes)
-            .get(first * 8..(first + distinct) * 8)
-            .map(bytemuck::cast_slice)
-            .ok_or_else(|| self.corrupted(SectionKind::Hashes, first * 8, "vector range outside the hashes"))?;
+        let stored = self.stored_hashes(first, distinct)?;
         let (a, b) = ((query.total(), query.distinct()), (entry.length, distinct as u64));
         let weighed = measure != Similarity::SetJaccard;
         // The budgets: each side's length under the measure less the least
@@ -2407,6 +2412,56 @@ impl<B: AsRef<[u8]>> Segment<B> {
             lines(hashes, first * 8..(first + distinct) * 8, all);
             lines(freqs, first * width..(first + distinct) * width, all);
         }
+    }
+
+    /// The stored hashes of vector entries `first..first + distinct`, as
+    /// 8-byte arrays read in place.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the range lies outside the hashes.
+    fn stored_hashes(&self, first: usize, distinct: usize) -> Result<&[[u8; 8]], IndexError> {
+        self.section(SectionKind::Hashes)
+            .get(first * 8..(first + distinct) * 8)
+            .map(bytemuck::cast_slice)
+            .ok_or_else(|| self.corrupted(SectionKind::Hashes, first * 8, "vector range outside the hashes"))
+    }
+
+    /// Calls `found(tag)` for each `(hash, tag)` of `wanted` (ascending by
+    /// hash) that the vector of the document whose docs entry is `entry`
+    /// holds: one merge, reading the stored hashes only as far as the last
+    /// one wanted.
+    ///
+    /// # Errors
+    /// [`IndexError::Corrupted`] when the stored hashes it reads do not
+    /// ascend (a hash found in a damaged vector could be one it does not
+    /// hold).
+    pub fn holds_each(
+        &self,
+        entry: SegmentEntry,
+        wanted: &[(u64, usize)],
+        mut found: impl FnMut(usize),
+    ) -> Result<(), IndexError> {
+        let (first, distinct) = (entry.first as usize, entry.distinct as usize);
+        let stored = self.stored_hashes(first, distinct)?;
+        let (mut i, mut j) = (0, 0);
+        let mut last: Option<u64> = None;
+        while i < wanted.len() && j < stored.len() {
+            let (h, g) = (wanted[i].0, u64::from_le_bytes(stored[j]));
+            if last.is_some_and(|last| g <= last) {
+                return Err(self.corrupted(SectionKind::Hashes, (first + j) * 8, "vector not strictly sorted"));
+            }
+            if h < g {
+                i += 1;
+            } else {
+                if h == g {
+                    found(wanted[i].1);
+                    i += 1;
+                }
+                last = Some(g);
+                j += 1;
+            }
+        }
+        Ok(())
     }
 
     /// How many bytes of vectors [`Segment::touch_vectors`] asks for whole
