@@ -893,13 +893,6 @@ proptest! {
         // of them without a pair).
         prop_assert_eq!(got, expected);
     }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
-        ..ProptestConfig::default()
-    })]
 
     /// Single queries over two to six segments with the snapshot's masks
     /// built skip the look-ups, in one segment, of signatures whose list

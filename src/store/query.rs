@@ -915,7 +915,7 @@ impl SharedSignatures {
                 };
                 lone_source.for_each_between(lo, hi, |key, several, only, index| {
                     if several {
-                        KeyFilter::set_in_range(own_words, words, word_base, key, KeyFilter::mask(key));
+                        let _ = KeyFilter::set_in_range(own_words, words, word_base, key, KeyFilter::mask(key));
                         match segment {
                             Some(segment) if !last_in_order.staged() => {
                                 WorkerCounts::count(counts, last_in_order.last_ordinal(segment, index.unwrap_or(0))?);
@@ -1266,11 +1266,7 @@ impl SegmentMasks {
                             }
                         }
                         if only.is_none() {
-                            let word = KeyFilter::word_of(words, key).checked_sub(word_base);
-                            match word.and_then(|i| own_words.get_mut(i)) {
-                                Some(word) => *word |= KeyFilter::mask(key),
-                                None => inside = false,
-                            }
+                            inside &= KeyFilter::set_in_range(own_words, words, word_base, key, KeyFilter::mask(key));
                         }
                         Ok(())
                     });
@@ -1725,10 +1721,15 @@ impl KeyFilter {
     /// Sets `bits` in `key`'s word: `key` when they are its
     /// [`KeyFilter::mask`], nothing when they are zero (with no branch on
     /// which). `own` holds the words of one key range of a filter of
-    /// `words` words, from word `base` on (a key outside them: none).
-    fn set_in_range(own: &mut [u64], words: usize, base: usize, key: u64, bits: u64) {
-        if let Some(word) = Self::word_of(words, key).checked_sub(base).and_then(|i| own.get_mut(i)) {
-            *word |= bits;
+    /// `words` words, from word `base` on; false, and nothing set, for a
+    /// key whose word lies outside them.
+    fn set_in_range(own: &mut [u64], words: usize, base: usize, key: u64, bits: u64) -> bool {
+        match Self::word_of(words, key).checked_sub(base).and_then(|i| own.get_mut(i)) {
+            Some(word) => {
+                *word |= bits;
+                true
+            }
+            None => false,
         }
     }
 
@@ -1807,7 +1808,7 @@ pub struct QueryStats {
     pub lists_skipped: u64,
     /// Segment look-ups of query signatures never made because their list
     /// there was known to be one document: a document of that segment
-    /// found through two other signatures holds them, and the snapshot's
+    /// found through two of the query's signatures holds them, and the snapshot's
     /// filter of signatures with lists of several says no segment lists
     /// them for several (ARCHITECTURE.md, "Lists a query knows").
     pub lists_known: u64,
@@ -2181,7 +2182,6 @@ impl Searcher {
         }
         self.query_delta(&plan, sink, &mut stats);
         buffers.masks = masks;
-        known.clear();
         buffers.known = known;
         buffers.give_back();
         give_back_order(order);
@@ -2432,9 +2432,10 @@ impl Searcher {
         if snapshot.extra != 0 || self.state.segments.len() < 2 {
             return Ok(None);
         }
-        let Some(&bit) = masks.iter().find(|m| m.count_ones() == 1) else {
+        let Some(start) = masks.iter().position(|m| m.count_ones() == 1) else {
             return Ok(None);
         };
+        let bit = masks[start];
         let position = bit.trailing_zeros() as usize;
         let Some(loaded) = self.state.segments.values().nth(position) else {
             return Ok(None);
@@ -2445,7 +2446,7 @@ impl Searcher {
         // the same one document is it merged with the rest (a page whose
         // signatures are not mostly one stored page's, most new pages,
         // pays for no merge).
-        let mut seeds = masks.iter().enumerate().filter(|&(_, &m)| m == bit).map(|(n, _)| order[n].0).take(2);
+        let mut seeds = masks.iter().zip(order).skip(start).filter(|&(&m, _)| m == bit).map(|(_, &(hash, _))| hash);
         let (Some(first), Some(second)) = (seeds.next(), seeds.next()) else {
             return Ok(None);
         };
