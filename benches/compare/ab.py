@@ -16,6 +16,11 @@ which must be the same for every run (the join is exact, so a change that
 alters them is a bug). `--queries`: the warm single queries instead
 (`REQUERY_WARM_UP=pages REQUERY_PASSES=N NO_JOIN=1`, N = `--passes`,
 default 20): the median of the warm passes' mean query times, µs.
+`--ingest`: the load instead (`INGEST_ONLY=1 NO_SIGN_ONLY=1
+COMPARE_BULK=200000 BIN neardex DIR SCHEME`, `COMPARE_BULK` as set if
+it is): its seconds, CPU seconds and peak RSS, and a CRC32 of the index's
+segment files, which must be the same for every run (a change to how a
+load is made must not change what it writes).
 
 Prints each run, then for each BIN the median and range, and against the
 first BIN the rounds it was faster in and the median of its per-round
@@ -31,6 +36,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import zlib
 
 
 def md5(path):
@@ -44,6 +50,39 @@ def md5(path):
 def child_cpu():
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return children.ru_utime + children.ru_stime
+
+
+def segments_crc(index):
+    crc = 0
+    for name in sorted(n for n in os.listdir(index) if n.endswith(".nds")):
+        with open(os.path.join(index, name), "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                crc = zlib.crc32(block, crc)
+    return f"{crc:08x}"
+
+
+def ingest_once(binary, directory, scheme):
+    """One load: (seconds, CPU seconds, peak RSS MiB, segments' CRC32)."""
+    env = dict(os.environ, INGEST_ONLY="1", NO_SIGN_ONLY="1")
+    env.setdefault("COMPARE_BULK", "200000")
+    child = subprocess.Popen(
+        [binary, "neardex", directory, scheme],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stderr = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        sys.exit(f"{binary} failed ({child.returncode}):\n{stderr[-2000:]}")
+    found = re.search(r"ingest: \d+ documents in ([0-9.]+) s", stderr)
+    if not found:
+        sys.exit(f"{binary} printed no ingest time:\n{stderr[-2000:]}")
+    cpu = usage.ru_utime + usage.ru_stime
+    digest = segments_crc(os.path.join(directory, f"neardex-{scheme}"))
+    return float(found.group(1)), cpu, usage.ru_maxrss / 1024, digest
 
 
 def run_once(binary, directory, scheme, queries, passes):
@@ -73,11 +112,14 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", action="store_true", help="time the warm single queries, not the self-join")
     parser.add_argument("--passes", type=int, default=20, help="warm query passes a run (with --queries)")
+    parser.add_argument("--ingest", action="store_true", help="time the load, not the self-join")
     parser.add_argument("directory")
     parser.add_argument("scheme", choices=["spotsigs", "shingles"])
     parser.add_argument("rounds", type=int)
     parser.add_argument("binaries", nargs="+")
     args = parser.parse_args(argv)
+    if args.ingest and args.queries:
+        parser.error("--ingest or --queries, not both")
     if args.rounds < 1 or len(args.binaries) < 2:
         parser.error("at least one round and two builds")
     binaries = args.binaries
@@ -88,13 +130,18 @@ def main(argv):
     for r in range(args.rounds):
         shift = r % len(binaries)
         for b in list(range(shift, len(binaries))) + list(range(shift)):
-            value, cpu, digest = run_once(binaries[b], args.directory, args.scheme, args.queries, args.passes)
+            if args.ingest:
+                value, cpu, rss, digest = ingest_once(binaries[b], args.directory, args.scheme)
+                tail = f", peak RSS {rss:.0f} MiB, segments crc32 {digest}"
+            else:
+                value, cpu, digest = run_once(binaries[b], args.directory, args.scheme, args.queries, args.passes)
+                tail = f" pairs md5 {digest[:8]}" if digest else ""
             times[b].append((r, value))
-            tail = f" pairs md5 {digest[:8]}" if digest else ""
             print(f"round {r + 1} build {b + 1} ({binaries[b]}): {value:.2f} {unit}, CPU {cpu:.2f} s{tail}", flush=True)
             first_digest = first_digest or digest
             if digest != first_digest:
-                sys.exit(f"build {b + 1} wrote other pairs than the first run ({digest} against {first_digest})")
+                what = "segments" if args.ingest else "pairs"
+                sys.exit(f"build {b + 1} wrote other {what} than the first run ({digest} against {first_digest})")
     base = dict(times[0])
     for b, binary in enumerate(binaries):
         values = [v for _, v in times[b]]

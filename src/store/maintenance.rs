@@ -340,8 +340,11 @@ impl Inner {
         written.map_err(writing())?;
         storage.append_parts(&tmp, &file.parts_after(early_len)).map_err(writing())?;
         storage.write_at(&tmp, 0, file.head()).map_err(writing())?;
+        let record = SegmentRecord { doc_count, byte_len: file.len() as u64, file_crc: file.crc() };
+        // Written: its sections' buffers serve the next flush.
+        buffers.keep_sections(file);
         self.publish_segment_file(segment_id)?;
-        Ok((SegmentRecord { doc_count, byte_len: file.len() as u64, file_crc: file.crc() }, guard))
+        Ok((record, guard))
     }
 
     /// Steps 1–3 of the flush protocol for the documents a bulk writer

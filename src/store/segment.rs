@@ -323,9 +323,17 @@ pub fn build_segment_file_of<'a>(segment_id: u64, bands: u32, docs: Vec<SegmentD
 /// process already has (README, "What limits ingest on this machine"):
 /// a word-3-shingle flush of 200,000 pages gathered in fresh buffers
 /// faulted in 512 MiB of them each time.
+///
+/// With them, the byte buffers of the last flush's largest sections (the
+/// posting table's keys, entries and lists, the freqs), handed back by
+/// [`PairBuffers::keep_sections`] once its file is written: the next
+/// flush builds its sections in them rather than in fresh memory (about
+/// 700 MB of a 200,000-page word-3-shingle flush).
 #[derive(Debug, Default)]
 pub struct PairBuffers {
     pairs: [Pairs; 2],
+    /// Empty byte buffers, kept for their capacity.
+    bytes: Vec<Vec<u8>>,
 }
 
 /// A buffer of `(hash, ordinal)` pairs.
@@ -341,12 +349,51 @@ impl PairBuffers {
         (with_room(first), if both { with_room(second) } else { second })
     }
 
+    /// An empty byte buffer for a section of about `wanted` bytes: the
+    /// smallest kept one with room for at least `at_least` of them (a
+    /// kept buffer a little short of an estimate's margin still serves;
+    /// should it fill, it grows as any `Vec` does), else a new one of
+    /// `wanted`.
+    fn take_bytes(&mut self, at_least: usize, wanted: usize) -> Vec<u8> {
+        if wanted < KEPT_SECTION_MIN {
+            return Vec::with_capacity(wanted);
+        }
+        let fits = self.bytes.iter().enumerate().filter(|(_, b)| b.capacity() >= at_least);
+        match fits.min_by_key(|(_, b)| b.capacity()).map(|(at, _)| at) {
+            Some(at) => self.bytes.swap_remove(at),
+            None => Vec::with_capacity(wanted),
+        }
+    }
+
+    /// Keeps the buffers of `file`'s sections built in memory (emptied)
+    /// for the next flush, in place of those kept before: a buffer the
+    /// flush did not take is let go, so what is kept is what one flush
+    /// used. Call once the file is written.
+    pub fn keep_sections(&mut self, file: SegmentFile<'_>) {
+        self.bytes = file
+            .sections
+            .into_iter()
+            .filter_map(|section| match section {
+                SectionBytes::Owned(mut bytes, _) if bytes.capacity() >= KEPT_SECTION_MIN => {
+                    bytes.clear();
+                    Some(bytes)
+                }
+                _ => None,
+            })
+            .collect();
+    }
+
     /// The bytes the buffers hold.
     #[cfg(test)]
     fn capacity_bytes(&self) -> usize {
-        self.pairs.iter().map(|p| p.capacity() * std::mem::size_of::<(u64, u32)>()).sum()
+        let bytes: usize = self.bytes.iter().map(Vec::capacity).sum();
+        bytes + self.pairs.iter().map(|p| p.capacity() * std::mem::size_of::<(u64, u32)>()).sum::<usize>()
     }
 }
+
+/// The smallest section buffer [`PairBuffers::keep_sections`] keeps: the
+/// small ones cost nothing to make again.
+const KEPT_SECTION_MIN: usize = 1 << 20;
 
 /// What writes a segment file's first bytes while its tables are built
 /// ([`build_segment_file_writing`]).
@@ -417,6 +464,9 @@ fn build<'a>(
     if !borrow_hashes {
         sections[2].reserve_exact(total_entries * 8);
     }
+    // The freqs, a byte an entry (escapes apart); a new buffer gets a
+    // sixteenth more, for the next flush's (its pages untouched until then).
+    sections[3] = buffers.take_bytes(total_entries, total_entries + total_entries / 16);
     sections[3].reserve_exact(total_entries);
     let mut band_buckets: Vec<(u64, u32)> = Vec::with_capacity(docs.len() * bands as usize);
     let mut entries = 0u64;
@@ -796,7 +846,7 @@ fn write_posting_table(
     // as they grow. A wrong guess only costs a copy.
     let (keys, data) = table_bounds(&pairs, doc_count);
     let scale = |n: usize| (n as f64 * total as f64 / pairs.len().max(1) as f64 * 1.05) as usize + 1024;
-    let mut table = TableWriter::new(doc_count, scale(keys), scale(data));
+    let mut table = TableWriter::in_buffers(doc_count, scale(keys), scale(data), buffers);
     for i in 0..passes.len() {
         // The next pass is gathered and sorted while this one's lists are
         // written.
@@ -931,6 +981,20 @@ impl TableWriter {
             data: Vec::with_capacity(data),
             width: packed_width(doc_count),
             entries: Vec::with_capacity(keys * 8),
+            lengths: Vec::new(),
+        }
+    }
+
+    /// [`TableWriter::new`] in buffers kept from the last flush
+    /// ([`PairBuffers::take_bytes`]): one a sixteenth short of an
+    /// estimate's room still serves.
+    fn in_buffers(doc_count: u32, keys: usize, data: usize, buffers: &mut PairBuffers) -> TableWriter {
+        let mut take = |wanted: usize| buffers.take_bytes(wanted - wanted / 16, wanted);
+        TableWriter {
+            keys: take(keys * 8),
+            data: take(data),
+            width: packed_width(doc_count),
+            entries: take(keys * 8),
             lengths: Vec::new(),
         }
     }
@@ -3564,6 +3628,8 @@ mod tests {
             bytes[..file.head().len()].copy_from_slice(file.head());
             assert_eq!(bytes, expected, "{} documents", docs.len());
             assert_eq!(file.crc(), crc32fast::hash(&expected));
+            // Written: its sections' buffers serve the next build.
+            buffers.keep_sections(file);
             // The buffers stay with their holder, with room for the
             // largest pass built so far.
             if !docs.is_empty() {
@@ -3580,6 +3646,90 @@ mod tests {
             &mut PairBuffers::default(),
         );
         assert_eq!(written.unwrap_err().to_string(), "disk full");
+    }
+
+    /// Documents of `n` hashes each, half of them drawn from 1,500 shared
+    /// ones: enough for posting keys, entries, lists and freqs past
+    /// [`KEPT_SECTION_MIN`] at 3,000 documents of 500.
+    fn bulky_docs(count: u64, n: u64, seed: u64) -> Vec<SegmentDoc> {
+        let mut next = crate::store::roaring_view::xorshift(seed);
+        (0..count)
+            .map(|id| SegmentDoc {
+                id,
+                vector: SignatureVector::from_hashes(
+                    (0..n).map(|i| if i % 2 == 0 { next() % 1_500 } else { next() }).collect(),
+                ),
+                band_keys: vec![next(), next()],
+                fingerprint: fp(id),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn kept_section_buffers_serve_the_next_flush_and_change_no_byte() {
+        let mut buffers = PairBuffers::default();
+        let owned = |file: &SegmentFile| -> Vec<usize> {
+            let owned = file.sections.iter().filter_map(|section| match section {
+                SectionBytes::Owned(bytes, _) => Some(bytes.as_ptr() as usize),
+                SectionBytes::Pieces(_) => None,
+            });
+            owned.collect()
+        };
+        // The same flush twice, then a larger one (a kept buffer a little
+        // short still serves, and grows), then a smaller one.
+        for (round, (count, seed)) in [(3_000, 1), (3_000, 1), (3_200, 2), (600, 3)].into_iter().enumerate() {
+            let docs = bulky_docs(count, 500, seed);
+            let expected = build_segment_file(9, 2, docs.clone()).to_bytes();
+            let kept: Vec<usize> = buffers.bytes.iter().map(|b| b.as_ptr() as usize).collect();
+            let refs = docs.iter().map(SegmentDoc::as_ref).collect();
+            let file = build(9, 2, refs, EntryWidth::Narrowest, None, &mut buffers).0;
+            assert_eq!(file.to_bytes(), expected, "{count} documents");
+            if round == 1 {
+                // The posting keys, entries and lists and the freqs are
+                // built in the buffers the same flush left.
+                let reused = owned(&file).into_iter().filter(|p| kept.contains(p)).count();
+                assert_eq!(reused, 4, "{reused} of the {} kept buffers reused", kept.len());
+                let SectionBytes::Owned(freqs, _) = &file.sections[3] else { panic!("freqs built in memory") };
+                assert!(kept.contains(&(freqs.as_ptr() as usize)));
+            }
+            buffers.keep_sections(file);
+            // Those four, each emptied; what the flush did not take is let
+            // go (the small flush's freqs and lists were new, under the
+            // size kept, and so are not kept).
+            assert_eq!(buffers.bytes.len(), if count == 600 { 2 } else { 4 }, "{count} documents");
+            assert!(buffers.bytes.iter().all(|b| b.is_empty() && b.capacity() >= KEPT_SECTION_MIN));
+        }
+    }
+
+    #[test]
+    fn a_kept_buffer_is_the_smallest_with_room_and_small_sections_get_new_ones() {
+        let mut buffers = PairBuffers::default();
+        let sized = |n: usize| SectionBytes::Owned(Vec::with_capacity(n), 0);
+        let mut filled = vec![7u8; KEPT_SECTION_MIN];
+        filled.truncate(10);
+        let file = SegmentFile {
+            head: Vec::new(),
+            sections: vec![
+                sized(4 * KEPT_SECTION_MIN),
+                sized(2 * KEPT_SECTION_MIN),
+                sized(KEPT_SECTION_MIN / 2),
+                SectionBytes::Owned(filled, 0),
+            ],
+        };
+        buffers.keep_sections(file);
+        let mut capacities: Vec<usize> = buffers.bytes.iter().map(Vec::capacity).collect();
+        capacities.sort_unstable();
+        assert_eq!(capacities.len(), 3, "the half-MiB one is not kept");
+        assert!(buffers.bytes.iter().all(Vec::is_empty), "kept buffers are emptied");
+        // Room for 1.5 MiB: the 2 MiB one, not the 4 MiB one.
+        let taken = buffers.take_bytes(3 * KEPT_SECTION_MIN / 2, 3 * KEPT_SECTION_MIN / 2);
+        assert_eq!(taken.capacity(), capacities[1]);
+        // Nothing kept has room for 8 MiB: a new buffer of what is wanted.
+        let fresh = buffers.take_bytes(8 * KEPT_SECTION_MIN, 9 * KEPT_SECTION_MIN);
+        assert_eq!(fresh.capacity(), 9 * KEPT_SECTION_MIN);
+        // A small section never takes a large kept buffer.
+        assert_eq!(buffers.take_bytes(10, 100).capacity(), 100);
+        assert_eq!(buffers.bytes.len(), 2);
     }
 
     #[test]
