@@ -32,10 +32,10 @@ import hashlib
 import json
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import zlib
 
 
@@ -47,9 +47,19 @@ def md5(path):
     return digest.hexdigest()
 
 
-def child_cpu():
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return children.ru_utime + children.ru_stime
+def run(binary, args, env):
+    """Runs `binary args` to its end: (stdout, stderr, CPU seconds, peak
+    RSS MiB), the last two its own (`wait4`); exits on a failure."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen([binary, *args], env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if child.returncode != 0:
+        sys.exit(f"{binary} failed ({child.returncode}):\n{stderr[-2000:]}")
+    return stdout, stderr, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def segments_crc(index):
@@ -65,24 +75,12 @@ def ingest_once(binary, directory, scheme):
     """One load: (seconds, CPU seconds, peak RSS MiB, segments' CRC32)."""
     env = dict(os.environ, INGEST_ONLY="1", NO_SIGN_ONLY="1")
     env.setdefault("COMPARE_BULK", "200000")
-    child = subprocess.Popen(
-        [binary, "neardex", directory, scheme],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stderr = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        sys.exit(f"{binary} failed ({child.returncode}):\n{stderr[-2000:]}")
+    _, stderr, cpu, rss = run(binary, ["neardex", directory, scheme], env)
     found = re.search(r"ingest: \d+ documents in ([0-9.]+) s", stderr)
     if not found:
         sys.exit(f"{binary} printed no ingest time:\n{stderr[-2000:]}")
-    cpu = usage.ru_utime + usage.ru_stime
     digest = segments_crc(os.path.join(directory, f"neardex-{scheme}"))
-    return float(found.group(1)), cpu, usage.ru_maxrss / 1024, digest
+    return float(found.group(1)), cpu, rss, digest
 
 
 def run_once(binary, directory, scheme, queries, passes):
@@ -91,19 +89,13 @@ def run_once(binary, directory, scheme, queries, passes):
         env.update(REQUERY_WARM_UP="pages", REQUERY_PASSES=str(passes), NO_JOIN="1")
     else:
         env["NO_QUERIES"] = "1"
-    before = child_cpu()
-    done = subprocess.run(
-        [binary, "requery", directory, scheme], env=env, capture_output=True, text=True, check=False
-    )
-    cpu = child_cpu() - before
-    if done.returncode != 0:
-        sys.exit(f"{binary} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    stdout, stderr, cpu, _ = run(binary, ["requery", directory, scheme], env)
     if queries:
-        found = re.search(r"warm passes: median of their mean query times ([0-9.]+) us", done.stderr)
+        found = re.search(r"warm passes: median of their mean query times ([0-9.]+) us", stderr)
         if not found:
-            sys.exit(f"{binary} printed no warm passes:\n{done.stderr[-2000:]}")
+            sys.exit(f"{binary} printed no warm passes:\n{stderr[-2000:]}")
         return float(found.group(1)), cpu, None
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(stdout.strip().splitlines()[-1])
     pairs = os.path.join(directory, f"pairs-requery-{scheme}.txt")
     return float(result["all_pairs_seconds"]), cpu, md5(pairs)
 

@@ -467,7 +467,6 @@ fn build<'a>(
     // The freqs, a byte an entry (escapes apart); a new buffer gets a
     // sixteenth more, for the next flush's (its pages untouched until then).
     sections[3] = buffers.take_bytes(total_entries, total_entries + total_entries / 16);
-    sections[3].reserve_exact(total_entries);
     let mut band_buckets: Vec<(u64, u32)> = Vec::with_capacity(docs.len() * bands as usize);
     let mut entries = 0u64;
     let mut last_length = None;
@@ -976,13 +975,8 @@ impl TableWriter {
     /// [`table_bounds`], a merge's sources: reserved, its buffers are
     /// neither copied nor faulted in twice as they grow).
     fn new(doc_count: u32, keys: usize, data: usize) -> TableWriter {
-        TableWriter {
-            keys: Vec::with_capacity(keys * 8),
-            data: Vec::with_capacity(data),
-            width: packed_width(doc_count),
-            entries: Vec::with_capacity(keys * 8),
-            lengths: Vec::new(),
-        }
+        // No buffers kept: each one new, of the room asked for.
+        Self::in_buffers(doc_count, keys, data, &mut PairBuffers::default())
     }
 
     /// [`TableWriter::new`] in buffers kept from the last flush
