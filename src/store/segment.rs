@@ -812,9 +812,9 @@ fn write_posting_table(
     pass_pairs: usize,
     buffers: &mut PairBuffers,
 ) -> TableWriter {
-    let mut counts = [0usize; 256];
+    let mut counts = vec![0usize; 1 << FLUSH_BUCKET_BITS];
     for &hash in vectors.iter().flat_map(|v| v.iter()) {
-        counts[top_byte(hash)] += 1;
+        counts[flush_bucket(hash)] += 1;
     }
     let total: usize = counts.iter().sum();
     // As few passes as `pass_pairs` allows, of about the same size (the
@@ -869,7 +869,7 @@ fn write_posting_table(
 /// placed into `pairs` bucket by bucket and sorted.
 fn gather_pass(
     vectors: &[&[u64]],
-    counts: &[usize; 256],
+    counts: &[usize],
     pass: std::ops::Range<usize>,
     cursors: &mut [usize],
     pairs: &mut Vec<(u64, u32)>,
@@ -891,17 +891,17 @@ fn gather_pass(
             crate::store::mmap::prefetch_line(ahead, cursors[ordinal + AHEAD]);
         }
         let cursor = &mut cursors[ordinal];
-        let taken = hashes[*cursor..].iter().take_while(|&&h| top_byte(h) < pass.end);
+        let taken = hashes[*cursor..].iter().take_while(|&&h| flush_bucket(h) < pass.end);
         let mut n = 0;
         for &hash in taken {
-            let at = &mut next[top_byte(hash) - pass.start];
+            let at = &mut next[flush_bucket(hash) - pass.start];
             pairs[*at] = (hash, ordinal as u32);
             *at += 1;
             n += 1;
         }
         *cursor += n;
     }
-    sort_buckets(pairs, own, true);
+    sort_buckets(pairs, own, FLUSH_BUCKET_BITS);
 }
 
 /// Writes the lists of `pairs` (sorted, distinct) into `table`.
@@ -919,7 +919,7 @@ fn write_lists(table: &mut TableWriter, pairs: &[(u64, u32)]) {
 /// any order.
 fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter {
     let counts = partition_by_top_byte(&mut pairs);
-    sort_buckets(&mut pairs, &counts, counts.len() == 256);
+    sort_buckets(&mut pairs, &counts, shared_bits(&counts));
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
     let (keys, data) = table_bounds(&pairs, doc_count);
@@ -1047,9 +1047,32 @@ fn small_bitmap_size(ordinals: &[u32]) -> usize {
 }
 
 /// The bucket of a pair whose key is a hash: its key's top byte
-/// ([`partition_by_top_byte`], [`write_posting_table`]).
+/// ([`partition_by_top_byte`]).
 fn top_byte(key: u64) -> usize {
     (key >> 56) as usize
+}
+
+/// The top bits of a hash that pick a flush's bucket ([`flush_bucket`]):
+/// 4,096 buckets, so that a 200,000-page word-3-shingle flush's bucket
+/// (about 26,000 pairs, 420 KB) is sorted within a core's second-level
+/// cache ([`sort_bucket`]). A pass of [`PASS_PAIRS`] fills about 600 of
+/// them at once, a line of each in the first-level cache.
+const FLUSH_BUCKET_BITS: u32 = 12;
+
+/// The bucket of a flush's pair ([`write_posting_table`]): its hash's top
+/// [`FLUSH_BUCKET_BITS`] bits.
+fn flush_bucket(hash: u64) -> usize {
+    (hash >> (64 - FLUSH_BUCKET_BITS)) as usize
+}
+
+/// The top bits that the keys of each of [`partition_by_top_byte`]'s
+/// buckets share: 8 when it made 256 of them, else none.
+fn shared_bits(counts: &[usize]) -> u32 {
+    if counts.len() == 256 {
+        8
+    } else {
+        0
+    }
 }
 
 /// Sorts `(key, ordinal)` pairs whose keys are hashes (uniform in the top
@@ -1064,7 +1087,7 @@ fn top_byte(key: u64) -> usize {
 #[cfg(test)]
 fn sort_pairs(pairs: &mut [(u64, u32)]) {
     let counts = partition_by_top_byte(pairs);
-    sort_buckets(pairs, &counts, counts.len() == 256);
+    sort_buckets(pairs, &counts, shared_bits(&counts));
 }
 
 /// Where each bucket of sizes `counts` starts when they lie one after
@@ -1120,10 +1143,11 @@ fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> Vec<usize> {
 /// Sorts each bucket of `pairs` (consecutive runs of `counts[b]` pairs,
 /// bucket `b` holding only keys that sort before bucket `b + 1`'s) on all
 /// cores (rayon), each by [`sort_bucket`]: the whole slice is then sorted.
-/// `by_top_byte`: each bucket's keys share their [`top_byte`] (else the
+/// `shared`: how many top bits the keys of each bucket share (8 for a
+/// [`top_byte`] bucket, [`FLUSH_BUCKET_BITS`] for a flush's; 0 when the
 /// buckets are any runs, as the one unsorted run that
 /// [`partition_by_top_byte`] leaves whole).
-fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize], by_top_byte: bool) {
+fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize], shared: u32) {
     use rayon::prelude::*;
     let mut buckets = Vec::with_capacity(counts.len());
     let mut rest = pairs;
@@ -1132,7 +1156,7 @@ fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize], by_top_byte: bool) {
         buckets.push(head);
         rest = tail;
     }
-    buckets.into_par_iter().for_each_init(BucketScratch::default, |scratch, b| sort_bucket(b, by_top_byte, scratch));
+    buckets.into_par_iter().for_each_init(BucketScratch::default, |scratch, b| sort_bucket(b, shared, scratch));
 }
 
 /// A thread's buffers for [`sort_bucket`], kept from one bucket to the
@@ -1144,43 +1168,93 @@ struct BucketScratch {
     groups: Vec<u32>,
 }
 
-/// Sorts one bucket of [`sort_buckets`]. When its keys share their top
-/// byte (`top_byte_bucket`): a counting pass on the next `b` bits of the
-/// key (8 to 16, about a quarter of the bucket's size in groups) and a
-/// scatter into `scratch.pairs` group by group, then each group (a few
-/// pairs, keys uniform as hashes are) sorted on its own and the whole
-/// copied back.
-/// Comparison sorting a bucket of 420,000 pairs (a 200,000-page
-/// word-3-shingle flush's) compares each pair about 19 times; this counts,
-/// places and copies back each once and sorts groups of a few pairs,
-/// which stay in the first-level cache. Any
-/// key distribution gives the right order (a skewed one only makes some
-/// groups larger, and each is sorted by the library's sort); small buckets,
-/// and any other, go to the library's sort.
-fn sort_bucket(bucket: &mut [(u64, u32)], top_byte_bucket: bool, scratch: &mut BucketScratch) {
-    if !top_byte_bucket || bucket.len() < 1 << 10 || bucket.len() > u32::MAX as usize {
+/// Sorts one bucket of [`sort_buckets`], whose keys share their top
+/// `shared` bits (none: any run, which goes to the library's sort, as
+/// small buckets do). A bucket of fewer than [`SPLIT_MIN`] pairs (a
+/// flush's, of [`FLUSH_BUCKET_BITS`]) is sorted by groups of its keys'
+/// next bits into `scratch.pairs` and copied back ([`sort_by_groups`]);
+/// a larger one (a merge's [`top_byte`] bucket) is first split on the next
+/// 8 bits into `scratch.pairs`, 256 parts written as 256 runs, then each
+/// part sorted by groups back into its place in the bucket, so that each
+/// scatter stays within a few hundred kilobytes.
+/// Comparison sorting a bucket of 420,000 pairs compares each pair about
+/// 19 times; this places each pair once or twice and sorts groups of one
+/// or two pairs. Any key distribution gives the right order (a skewed one
+/// only makes some groups larger, and each is sorted by the library's
+/// sort).
+fn sort_bucket(bucket: &mut [(u64, u32)], shared: u32, scratch: &mut BucketScratch) {
+    if shared == 0 || shared > 48 || bucket.len() < 1 << 10 || bucket.len() > u32::MAX as usize {
         bucket.sort_unstable();
         return;
     }
-    let bits = (bucket.len() / 4).ilog2().clamp(8, 16);
-    let shift = 56 - bits;
+    let BucketScratch { pairs, groups } = scratch;
+    pairs.clear();
+    pairs.resize(bucket.len(), (0, 0));
+    if bucket.len() < SPLIT_MIN {
+        sort_by_groups(bucket, pairs, shared, groups);
+        bucket.copy_from_slice(pairs);
+        return;
+    }
+    // The parts: the 8 bits below the shared ones, counted, then placed.
+    let shift = 56 - shared;
+    let part = |key: u64| (key >> shift) as u8 as usize;
+    let mut starts = [0usize; 257];
+    for &(key, _) in bucket.iter() {
+        starts[part(key) + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut next = starts;
+    for &pair in bucket.iter() {
+        let at = &mut next[part(pair.0)];
+        pairs[*at] = pair;
+        *at += 1;
+    }
+    for window in starts.windows(2) {
+        let range = window[0]..window[1];
+        sort_by_groups(&pairs[range.clone()], &mut bucket[range], shared + 8, groups);
+    }
+}
+
+/// Buckets of at least this many pairs are split on 8 more bits before
+/// their groups are sorted ([`sort_bucket`]): below it, a bucket's scatter
+/// stays within a core's second-level cache.
+const SPLIT_MIN: usize = 1 << 15;
+
+/// Sorts `src` into `dst` (of the same length), all of whose keys share
+/// their top `shared` bits (at most 56): a counting pass on the next `b`
+/// bits (at most 16; about four groups a pair, so that most groups hold
+/// one pair and need no sort), a scatter group by group, which keeps the
+/// pairs of equal keys in their order, then each group of several pairs
+/// sorted in place. Short runs take the library's sort.
+///
+/// Four groups a pair rather than four pairs a group: each group's sort
+/// had been a branch mispredicted every pair or so (benches/compare/
+/// HISTORY.md, "A flush's buckets of 12 bits").
+fn sort_by_groups(src: &[(u64, u32)], dst: &mut [(u64, u32)], shared: u32, groups: &mut Vec<u32>) {
+    let n = src.len();
+    if n < 16 || n > u32::MAX as usize {
+        dst.copy_from_slice(src);
+        dst.sort_unstable();
+        return;
+    }
+    let bits = (n.ilog2() + 2).min(16).min(64 - shared);
+    let shift = 64 - shared - bits;
     let mask = (1u64 << bits) - 1;
     let group = |key: u64| ((key >> shift) & mask) as usize;
-    let BucketScratch { pairs, groups } = scratch;
     groups.clear();
     groups.resize(1 << bits, 0);
-    for &(key, _) in bucket.iter() {
+    for &(key, _) in src {
         groups[group(key)] += 1;
     }
     let mut sum = 0u32;
     for start in groups.iter_mut() {
         (*start, sum) = (sum, sum + *start);
     }
-    pairs.clear();
-    pairs.resize(bucket.len(), (0, 0));
-    for &pair in bucket.iter() {
+    for &pair in src {
         let next = &mut groups[group(pair.0)];
-        pairs[*next as usize] = pair;
+        dst[*next as usize] = pair;
         *next += 1;
     }
     // Each group's next position is now its end.
@@ -1188,11 +1262,10 @@ fn sort_bucket(bucket: &mut [(u64, u32)], top_byte_bucket: bool, scratch: &mut B
     for &end in groups.iter() {
         let end = end as usize;
         if end - start > 1 {
-            pairs[start..end].sort_unstable();
+            dst[start..end].sort_unstable();
         }
         start = end;
     }
-    bucket.copy_from_slice(pairs);
 }
 
 /// The buffers of [`Segment::lists_in_stages`], kept by each thread from
@@ -3573,7 +3646,10 @@ mod tests {
         // One top byte (a bucket): uniform keys with repeats and ordinals in
         // any order; every key in one group (its next 16 bits equal); a
         // few groups only; below the size that takes the library's sort;
-        // and sizes that give 8, 12 and 16 bits of groups.
+        // and sizes that give 8, 12 and 16 bits of groups. Past
+        // `SPLIT_MIN`, split into parts first: uniform (300,000), every
+        // key in one part (its next 8 bits equal), a few groups of one
+        // part, and parts of every size from empty to a few pairs.
         let uniform = |n: usize, next: &mut dyn FnMut() -> u64| -> Vec<(u64, u32)> {
             let keys: Vec<u64> = (0..n / 3 + 1).map(|_| top | next() >> 8).collect();
             (0..n).map(|_| (keys[(next() % keys.len() as u64) as usize], (next() % 5_000) as u32)).collect()
@@ -3587,14 +3663,43 @@ mod tests {
             (0..5_000).map(|i| (top | (next() % 3) << 40, (i * 13 % 101) as u32)).collect(),
             // Top bytes that differ (the one bucket of a small input).
             (0..5_000).map(|i| (next(), i)).collect(),
+            (0..50_000).map(|i| (top | 0x0077_0000_0000_0000 | next() >> 16, i % 11)).collect(),
+            (0..SPLIT_MIN as u32).map(|i| (top | 0x0001_0000_0000_0000 | (next() % 3) << 40, i % 5)).collect(),
+            (1..SPLIT_MIN as u64 + 2)
+                .map(|i| (top | u64::from(i.trailing_zeros() * 7 % 256) << 48 | next() >> 20, (i % 9) as u32))
+                .collect(),
         ];
         cases.push(cases[2].iter().rev().copied().collect());
         for pairs in cases {
             let mut expected = pairs.clone();
             expected.sort_unstable();
             let shared_top_byte = pairs.iter().all(|p| top_byte(p.0) == top_byte(pairs[0].0));
+            // Only the case made to differ leaves the groups unused.
+            assert!(shared_top_byte || pairs.len() == 5_000);
             let mut got = pairs;
-            sort_bucket(&mut got, shared_top_byte, &mut scratch);
+            sort_bucket(&mut got, if shared_top_byte { 8 } else { 0 }, &mut scratch);
+            assert_eq!(got, expected);
+        }
+        // A flush's buckets, whose keys share their top 12 bits: below
+        // `SPLIT_MIN` (the size of a 200,000-page word-3-shingle flush's)
+        // and past it, uniform with repeats, and crowded into a few groups.
+        let flush_top = 0xABC0_0000_0000_0000;
+        let shared = |n: usize, next: &mut dyn FnMut() -> u64| -> Vec<(u64, u32)> {
+            let keys: Vec<u64> = (0..n / 2 + 1).map(|_| flush_top | next() >> FLUSH_BUCKET_BITS).collect();
+            (0..n).map(|i| (keys[(next() % keys.len() as u64) as usize], i as u32 / 7)).collect()
+        };
+        let flush_cases = [
+            shared(1_500, &mut next),
+            shared(26_000, &mut next),
+            shared(SPLIT_MIN + 3_000, &mut next),
+            (0..40_000).map(|i| (flush_top | (next() % 5) << 30, i % 13)).collect(),
+        ];
+        for pairs in flush_cases {
+            assert!(pairs.iter().all(|p| flush_bucket(p.0) == flush_bucket(flush_top)));
+            let mut expected = pairs.clone();
+            expected.sort_unstable();
+            let mut got = pairs;
+            sort_bucket(&mut got, FLUSH_BUCKET_BITS, &mut scratch);
             assert_eq!(got, expected);
         }
     }
