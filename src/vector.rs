@@ -27,11 +27,15 @@ impl SignatureVector {
     /// allocations of exactly its size instead of a series of regrowths.
     pub fn from_hash_buffer(hashes: &mut [u64]) -> Self {
         sort_hashes(hashes);
-        let runs = || hashes.chunk_by(|a, b| a == b);
-        let distinct = runs().count();
+        // Most vectors repeat no hash (a page's word shingles): one pass
+        // finds that out, and the vector is a copy with frequencies of 1.
+        if hashes.windows(2).all(|w| w[0] != w[1]) {
+            return SignatureVector { hashes: hashes.to_vec(), freqs: vec![1; hashes.len()] };
+        }
+        let distinct = 1 + hashes.windows(2).filter(|w| w[0] != w[1]).count();
         let mut out = SignatureVector { hashes: Vec::with_capacity(distinct), freqs: Vec::with_capacity(distinct) };
         // Each run of equal hashes at once: its length is the frequency.
-        for run in runs() {
+        for run in hashes.chunk_by(|a, b| a == b) {
             out.hashes.push(run[0]);
             out.freqs.push(u32::try_from(run.len()).unwrap_or(u32::MAX));
         }
@@ -126,8 +130,9 @@ std::thread_local! {
 /// `u64`, so a vector of a few hundred (a page's word shingles) is sorted
 /// by one counting pass on the top bits, about a bucket a hash, then an
 /// insertion pass that moves each hash only within its bucket: less than
-/// half a comparison sort's time. Short and very long vectors, and any
-/// whose hashes crowd a bucket, are sorted by comparison.
+/// half a comparison sort's time. Short and very long vectors are sorted
+/// by comparison, and so is each bucket that holds more than a few hashes
+/// (a hash a page repeats, or a caller's own values that are not spread).
 fn sort_hashes(hashes: &mut [u64]) {
     let n = hashes.len();
     if !(BUCKETED_MIN..=BUCKETED_MAX).contains(&n) {
@@ -137,7 +142,8 @@ fn sort_hashes(hashes: &mut [u64]) {
     let sorted = SORT_SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut scratch) => {
             let (starts, out) = &mut *scratch;
-            bucket_sort(hashes, starts, out)
+            bucket_sort(hashes, starts, out);
+            true
         }
         Err(_) => false,
     });
@@ -147,8 +153,9 @@ fn sort_hashes(hashes: &mut [u64]) {
 }
 
 /// [`sort_hashes`] by buckets of the top ⌈log2 n⌉ bits, with the thread's
-/// scratch; false (and `hashes` untouched) when a bucket is crowded.
-fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) -> bool {
+/// scratch: each crowded bucket sorted by comparison before the insertion
+/// pass, which then moves nothing in it.
+fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) {
     let n = hashes.len();
     let bits = usize::BITS - (n - 1).leading_zeros();
     let shift = u64::BITS - bits;
@@ -164,15 +171,25 @@ fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) ->
         sum += *start;
         *start = sum;
     }
-    if crowded {
-        return false;
-    }
     out.clear();
     out.resize(n, 0);
     for &h in hashes.iter() {
         let at = &mut starts[(h >> shift) as usize];
         out[*at as usize] = h;
         *at += 1;
+    }
+    if crowded {
+        // Each bucket's next position is now its end. (Rare: a page that
+        // repeats a shingle more than a few times; every hash at once
+        // when the hashes are not spread.)
+        let mut start = 0;
+        for &end in starts.iter() {
+            let end = end as usize;
+            if end - start > BUCKET_CROWDED as usize {
+                out[start..end].sort_unstable();
+            }
+            start = end;
+        }
     }
     // Buckets are in order; within one, insertion.
     for i in 1..n {
@@ -185,7 +202,6 @@ fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) ->
         out[j] = h;
     }
     hashes.copy_from_slice(out);
-    true
 }
 
 #[cfg(test)]
@@ -224,13 +240,25 @@ mod tests {
             expected.sort_unstable();
             assert_eq!(sorted, expected, "{n} hashes");
         }
-        // One bucket crowded: left to the comparison sort, still sorted.
+        // One bucket crowded (its bucket sorted by comparison), then a
+        // hash repeated among spread ones, buckets crowded at both ends of
+        // the hash space, and a bucket of exactly the crowding bound.
         let mut crowded: Vec<u64> = (0..100).rev().collect();
         crowded.extend(spread(100));
-        let mut expected = crowded.clone();
-        expected.sort_unstable();
-        sort_hashes(&mut crowded);
-        assert_eq!(crowded, expected);
+        let mut repeated = spread(500);
+        repeated.extend([0x8000_0000_0000_0000; 40]);
+        repeated.rotate_left(230);
+        let mut ends: Vec<u64> = (0..30).map(|i| u64::MAX - i * 7).collect();
+        ends.extend((0..30u64).map(|i| i * 5));
+        ends.extend(spread(200));
+        let mut bound: Vec<u64> = (0..u64::from(BUCKET_CROWDED)).map(|i| 0x4000_0000_0000_0000 + i).rev().collect();
+        bound.extend(spread(300));
+        for mut input in [crowded, repeated, ends, bound] {
+            let mut expected = input.clone();
+            expected.sort_unstable();
+            sort_hashes(&mut input);
+            assert_eq!(input, expected);
+        }
     }
 
     #[test]
