@@ -1173,7 +1173,8 @@ struct BucketScratch {
 /// small buckets do). A bucket of fewer than [`SPLIT_MIN`] pairs (a
 /// flush's, of [`FLUSH_BUCKET_BITS`]) is sorted by groups of its keys'
 /// next bits into `scratch.pairs` and copied back ([`sort_by_groups`]);
-/// a larger one (a merge's [`top_byte`] bucket) is first split on the next
+/// a larger one (a [`top_byte`] bucket of a band table past about 8
+/// million pairs, a 1M-page bulk commit's) is first split on the next
 /// 8 bits into `scratch.pairs`, 256 parts written as 256 runs, then each
 /// part sorted by groups back into its place in the bucket, so that each
 /// scatter stays within a few hundred kilobytes.
