@@ -27,12 +27,12 @@ impl SignatureVector {
     /// allocations of exactly its size instead of a series of regrowths.
     pub fn from_hash_buffer(hashes: &mut [u64]) -> Self {
         sort_hashes(hashes);
-        // Most vectors repeat no hash (a page's word shingles): one pass
-        // finds that out, and the vector is a copy with frequencies of 1.
-        if hashes.windows(2).all(|w| w[0] != w[1]) {
-            return SignatureVector { hashes: hashes.to_vec(), freqs: vec![1; hashes.len()] };
+        let distinct = hashes.len() - hashes.windows(2).filter(|w| w[0] == w[1]).count();
+        // Most vectors repeat no hash (a page's word shingles): a copy
+        // with frequencies of 1.
+        if distinct == hashes.len() {
+            return SignatureVector { hashes: hashes.to_vec(), freqs: vec![1; distinct] };
         }
-        let distinct = 1 + hashes.windows(2).filter(|w| w[0] != w[1]).count();
         let mut out = SignatureVector { hashes: Vec::with_capacity(distinct), freqs: Vec::with_capacity(distinct) };
         // Each run of equal hashes at once: its length is the frequency.
         for run in hashes.chunk_by(|a, b| a == b) {
@@ -111,6 +111,22 @@ impl SignatureVector {
     }
 }
 
+/// Sorts each run of `items` longer than `longer_than`, the runs ending
+/// at `ends` (ascending, the last at most `items.len()`): the runs of a
+/// counting scatter, each sorted once its items are placed
+/// ([`bucket_sort`]'s crowded buckets, a segment's groups of pairs).
+#[inline]
+pub(crate) fn sort_runs_longer_than<T: Ord>(items: &mut [T], ends: &[u32], longer_than: usize) {
+    let mut start = 0;
+    for &end in ends {
+        let end = end as usize;
+        if end - start > longer_than {
+            items[start..end].sort_unstable();
+        }
+        start = end;
+    }
+}
+
 /// Vectors shorter than this are sorted by comparison ([`sort_hashes`]).
 const BUCKETED_MIN: usize = 64;
 /// Vectors longer than this too (their buckets would outgrow the
@@ -182,14 +198,7 @@ fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) {
         // Each bucket's next position is now its end. (Rare: a page that
         // repeats a shingle more than a few times; every hash at once
         // when the hashes are not spread.)
-        let mut start = 0;
-        for &end in starts.iter() {
-            let end = end as usize;
-            if end - start > BUCKET_CROWDED as usize {
-                out[start..end].sort_unstable();
-            }
-            start = end;
-        }
+        sort_runs_longer_than(out, starts, BUCKET_CROWDED as usize);
     }
     // Buckets are in order; within one, insertion.
     for i in 1..n {

@@ -918,8 +918,8 @@ fn write_lists(table: &mut TableWriter, pairs: &[(u64, u32)]) {
 /// returned writer (see [`TableWriter`]), from `(key, ordinal)` pairs in
 /// any order.
 fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter {
-    let counts = partition_by_top_byte(&mut pairs);
-    sort_buckets(&mut pairs, &counts, shared_bits(&counts));
+    let (counts, shared) = partition_by_top_byte(&mut pairs);
+    sort_buckets(&mut pairs, &counts, shared);
     // A document whose bands share a key would repeat a pair.
     pairs.dedup();
     let (keys, data) = table_bounds(&pairs, doc_count);
@@ -1065,16 +1065,6 @@ fn flush_bucket(hash: u64) -> usize {
     (hash >> (64 - FLUSH_BUCKET_BITS)) as usize
 }
 
-/// The top bits that the keys of each of [`partition_by_top_byte`]'s
-/// buckets share: 8 when it made 256 of them, else none.
-fn shared_bits(counts: &[usize]) -> u32 {
-    if counts.len() == 256 {
-        8
-    } else {
-        0
-    }
-}
-
 /// Sorts `(key, ordinal)` pairs whose keys are hashes (uniform in the top
 /// bits): an in-place radix pass on the top 8 bits of the key puts each
 /// pair in its bucket (American flag sort, no second buffer: the pairs of a
@@ -1086,8 +1076,8 @@ fn shared_bits(counts: &[usize]) -> u32 {
 /// gathers them ([`write_posting_table`]).
 #[cfg(test)]
 fn sort_pairs(pairs: &mut [(u64, u32)]) {
-    let counts = partition_by_top_byte(pairs);
-    sort_buckets(pairs, &counts, shared_bits(&counts));
+    let (counts, shared) = partition_by_top_byte(pairs);
+    sort_buckets(pairs, &counts, shared);
 }
 
 /// Where each bucket of sizes `counts` starts when they lie one after
@@ -1104,11 +1094,12 @@ fn starts_of(counts: &[usize]) -> Vec<usize> {
 }
 
 /// Puts each pair of `pairs` in its [`top_byte`] bucket, in place, and
-/// returns the buckets' sizes (a single bucket, unmoved, below 2^16
-/// pairs, which one sort handles as fast).
-fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> Vec<usize> {
+/// returns the buckets' sizes and how many top bits the keys of each
+/// share, 8 (a single bucket, unmoved, below 2^16 pairs, which one sort
+/// handles as fast: none shared).
+fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> (Vec<usize>, u32) {
     if pairs.len() < 1 << 16 {
-        return vec![pairs.len()];
+        return (vec![pairs.len()], 0);
     }
     let bucket = |p: &(u64, u32)| top_byte(p.0);
     let mut counts = vec![0usize; 256];
@@ -1137,7 +1128,7 @@ fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> Vec<usize> {
             next[b] += 1;
         }
     }
-    counts
+    (counts, 8)
 }
 
 /// Sorts each bucket of `pairs` (consecutive runs of `counts[b]` pairs,
@@ -1166,6 +1157,8 @@ struct BucketScratch {
     pairs: Vec<(u64, u32)>,
     /// Each group's start, then its end.
     groups: Vec<u32>,
+    /// Each part's start, then its end (a split bucket's).
+    parts: Vec<u32>,
 }
 
 /// Sorts one bucket of [`sort_buckets`], whose keys share their top
@@ -1184,37 +1177,32 @@ struct BucketScratch {
 /// only makes some groups larger, and each is sorted by the library's
 /// sort).
 fn sort_bucket(bucket: &mut [(u64, u32)], shared: u32, scratch: &mut BucketScratch) {
-    if shared == 0 || shared > 48 || bucket.len() < 1 << 10 || bucket.len() > u32::MAX as usize {
+    let n = bucket.len();
+    if shared == 0 || shared > 48 || n < 1 << 10 || n > u32::MAX as usize {
         bucket.sort_unstable();
         return;
     }
-    let BucketScratch { pairs, groups } = scratch;
+    let BucketScratch { pairs, groups, parts } = scratch;
+    // Zeroed whole, though the scatter writes every slot: the zeroing's
+    // one pass brings the scratch into the cache, so that the scatter's
+    // scattered writes find their lines there (growing it only where it
+    // grows made the 1M word-3-shingle load 1.045× the time, slower in 3
+    // of 3 alternated pairs).
     pairs.clear();
-    pairs.resize(bucket.len(), (0, 0));
-    if bucket.len() < SPLIT_MIN {
+    pairs.resize(n, (0, 0));
+    if n < SPLIT_MIN {
         sort_by_groups(bucket, pairs, shared, groups);
         bucket.copy_from_slice(pairs);
         return;
     }
-    // The parts: the 8 bits below the shared ones, counted, then placed.
+    // The parts: the 8 bits below the shared ones.
     let shift = 56 - shared;
-    let part = |key: u64| (key >> shift) as u8 as usize;
-    let mut starts = [0usize; 257];
-    for &(key, _) in bucket.iter() {
-        starts[part(key) + 1] += 1;
-    }
-    for i in 1..starts.len() {
-        starts[i] += starts[i - 1];
-    }
-    let mut next = starts;
-    for &pair in bucket.iter() {
-        let at = &mut next[part(pair.0)];
-        pairs[*at] = pair;
-        *at += 1;
-    }
-    for window in starts.windows(2) {
-        let range = window[0]..window[1];
+    scatter_by(bucket, pairs, 256, |key| (key >> shift) as u8 as usize, parts);
+    let mut start = 0;
+    for &end in parts.iter() {
+        let range = start..end as usize;
         sort_by_groups(&pairs[range.clone()], &mut bucket[range], shared + 8, groups);
+        start = end as usize;
     }
 }
 
@@ -1223,12 +1211,41 @@ fn sort_bucket(bucket: &mut [(u64, u32)], shared: u32, scratch: &mut BucketScrat
 /// stays within a core's second-level cache.
 const SPLIT_MIN: usize = 1 << 15;
 
+/// Places the pairs of `src` into `dst` (of the same length) run by run of
+/// `digit(key)` (each below `digits`), each run in the order of `src`:
+/// counted into `ends`, each count turned into its run's start, then
+/// each pair placed at its run's next position, which leaves `ends[d]`
+/// the end of run `d`. `src` holds at most `u32::MAX` pairs.
+fn scatter_by(
+    src: &[(u64, u32)],
+    dst: &mut [(u64, u32)],
+    digits: usize,
+    digit: impl Fn(u64) -> usize,
+    ends: &mut Vec<u32>,
+) {
+    ends.clear();
+    ends.resize(digits, 0);
+    for &(key, _) in src {
+        ends[digit(key)] += 1;
+    }
+    let mut sum = 0u32;
+    for start in ends.iter_mut() {
+        (*start, sum) = (sum, sum + *start);
+    }
+    for &pair in src {
+        let next = &mut ends[digit(pair.0)];
+        dst[*next as usize] = pair;
+        *next += 1;
+    }
+}
+
 /// Sorts `src` into `dst` (of the same length), all of whose keys share
 /// their top `shared` bits (at most 56): a counting pass on the next `b`
 /// bits (at most 16; about four groups a pair, so that most groups hold
-/// one pair and need no sort), a scatter group by group, which keeps the
-/// pairs of equal keys in their order, then each group of several pairs
-/// sorted in place. Short runs take the library's sort.
+/// one pair and need no sort), a scatter group by group
+/// ([`scatter_by`]), which keeps the pairs of equal keys in their order,
+/// then each group of several pairs sorted in place. Short runs take the
+/// library's sort.
 ///
 /// Four groups a pair rather than four pairs a group: each group's sort
 /// had been a branch mispredicted every pair or so (benches/compare/
@@ -1243,30 +1260,8 @@ fn sort_by_groups(src: &[(u64, u32)], dst: &mut [(u64, u32)], shared: u32, group
     let bits = (n.ilog2() + 2).min(16).min(64 - shared);
     let shift = 64 - shared - bits;
     let mask = (1u64 << bits) - 1;
-    let group = |key: u64| ((key >> shift) & mask) as usize;
-    groups.clear();
-    groups.resize(1 << bits, 0);
-    for &(key, _) in src {
-        groups[group(key)] += 1;
-    }
-    let mut sum = 0u32;
-    for start in groups.iter_mut() {
-        (*start, sum) = (sum, sum + *start);
-    }
-    for &pair in src {
-        let next = &mut groups[group(pair.0)];
-        dst[*next as usize] = pair;
-        *next += 1;
-    }
-    // Each group's next position is now its end.
-    let mut start = 0;
-    for &end in groups.iter() {
-        let end = end as usize;
-        if end - start > 1 {
-            dst[start..end].sort_unstable();
-        }
-        start = end;
-    }
+    scatter_by(src, dst, 1 << bits, |key| ((key >> shift) & mask) as usize, groups);
+    crate::vector::sort_runs_longer_than(dst, groups, 1);
 }
 
 /// The buffers of [`Segment::lists_in_stages`], kept by each thread from
