@@ -1487,7 +1487,7 @@ impl<'a> Writer<'a> {
     /// writer after a bulk writer), for a load that commits batch after
     /// batch. The writer lock is let go between the two, as when a new
     /// writer is asked for. A bulk writer hands on the buffers its segment's
-    /// posting table was gathered in (up to 512 MiB for a batch of 200,000
+    /// posting table was gathered in (up to 384 MiB for a batch of 200,000
     /// word-3-shingle pages) and those of its file's largest sections
     /// (about 700 MB more), so each batch after the first reuses them
     /// instead of faulting in fresh memory; they are freed when the last

@@ -316,13 +316,13 @@ pub fn build_segment_file_of<'a>(segment_id: u64, bands: u32, docs: Vec<SegmentD
 }
 
 /// The two buffers of `(hash, ordinal)` pairs a flush's posting table is
-/// gathered in (`write_posting_table`: up to 256 MiB each), kept from
+/// gathered in (`write_posting_table`: up to 192 MiB each), kept from
 /// one flush for the next by whoever holds them (a bulk writer's chain,
 /// [`crate::store::Writer::commit_and_continue`]). This project's VM
 /// fills fresh memory at a fraction of the speed it refills memory a
 /// process already has (README, "What limits ingest on this machine"):
 /// a word-3-shingle flush of 200,000 pages gathered in fresh buffers
-/// faulted in 512 MiB of them each time.
+/// faulted in 384 MiB of them each time.
 ///
 /// With them, the byte buffers of the last flush's largest sections (the
 /// posting table's keys, entries and lists, the freqs), handed back by
@@ -337,7 +337,27 @@ pub struct PairBuffers {
 }
 
 /// A buffer of `(hash, ordinal)` pairs.
-type Pairs = Vec<(u64, u32)>;
+type Pairs = Vec<Pair>;
+
+/// A `(key, ordinal)` pair of a table being built, ordered as the tuple
+/// is (by key, then ordinal). Packed into 12 bytes, where the tuple takes
+/// 16 (padded to the key's alignment): a flush moves each of its pairs
+/// through memory four times (placed in its bucket, read and placed in
+/// its group, copied back, read for its list), a quarter fewer bytes each
+/// time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(C, packed(4))]
+struct Pair {
+    key: u64,
+    ordinal: u32,
+}
+
+#[cfg(test)]
+impl From<(u64, u32)> for Pair {
+    fn from((key, ordinal): (u64, u32)) -> Pair {
+        Pair { key, ordinal }
+    }
+}
 
 impl PairBuffers {
     /// The two buffers, the first with room for `most` pairs, the second
@@ -387,7 +407,7 @@ impl PairBuffers {
     #[cfg(test)]
     fn capacity_bytes(&self) -> usize {
         let bytes: usize = self.bytes.iter().map(Vec::capacity).sum();
-        bytes + self.pairs.iter().map(|p| p.capacity() * std::mem::size_of::<(u64, u32)>()).sum::<usize>()
+        bytes + self.pairs.iter().map(|p| p.capacity() * std::mem::size_of::<Pair>()).sum::<usize>()
     }
 }
 
@@ -467,7 +487,7 @@ fn build<'a>(
     // The freqs, a byte an entry (escapes apart); a new buffer gets a
     // sixteenth more, for the next flush's (its pages untouched until then).
     sections[3] = buffers.take_bytes(total_entries, total_entries + total_entries / 16);
-    let mut band_buckets: Vec<(u64, u32)> = Vec::with_capacity(docs.len() * bands as usize);
+    let mut band_buckets: Vec<Pair> = Vec::with_capacity(docs.len() * bands as usize);
     let mut entries = 0u64;
     let mut last_length = None;
     for (ordinal, doc) in docs.iter().enumerate() {
@@ -493,7 +513,7 @@ fn build<'a>(
             push_freq(sections.as_mut_slice(), entries + i as u64, freq);
         }
         entries += doc.vector.distinct();
-        band_buckets.extend(doc.band_keys.iter().take(bands as usize).map(|&key| (key, ordinal)));
+        band_buckets.extend(doc.band_keys.iter().take(bands as usize).map(|&key| Pair { key, ordinal }));
     }
     let doc_count = docs.len() as u32;
     let vectors: Vec<&[u64]> = docs.iter().map(|d| d.vector.hashes()).collect();
@@ -781,8 +801,8 @@ impl Entry {
 }
 
 /// The most `(hash, ordinal)` pairs one pass of [`write_posting_table`]
-/// holds (256 MiB of them), unless one top byte has more; two passes are
-/// held at once.
+/// holds (192 MiB of them, 12 bytes a [`Pair`]), unless one bucket has
+/// more; two passes are held at once.
 const PASS_PAIRS: usize = 1 << 24;
 /// How many documents ahead [`write_posting_table`] asks for a vector's line.
 const AHEAD: usize = 16;
@@ -795,8 +815,8 @@ const AHEAD: usize = 16;
 /// bucket's next position, sorts the buckets ([`sort_buckets`]) and
 /// writes their lists, while the next pass is gathered and sorted (two
 /// buffers). The buffers serve every pass, so a flush of 10^8
-/// pairs (a 200,000-page word-3-shingle one) fills 512 MiB of pairs
-/// instead of 1.7 GB of fresh memory, which this project's VM fills at
+/// pairs (a 200,000-page word-3-shingle one) fills 384 MiB of pairs
+/// instead of 1.3 GB of fresh memory, which this project's VM fills at
 /// about 0.3 GB/s (README, "What limits ingest on this machine"), and its
 /// peak memory is that much lower. They are taken from `buffers`, with
 /// room for the largest pass, and left there for the next flush
@@ -872,7 +892,7 @@ fn gather_pass(
     counts: &[usize],
     pass: std::ops::Range<usize>,
     cursors: &mut [usize],
-    pairs: &mut Vec<(u64, u32)>,
+    pairs: &mut Vec<Pair>,
 ) {
     let own = &counts[pass.clone()];
     let held: usize = own.iter().sum();
@@ -881,7 +901,7 @@ fn gather_pass(
     // buffer is only zeroed where it grows (within its capacity, reserved
     // for the largest pass).
     if pairs.len() < held {
-        pairs.resize(held, (0, 0));
+        pairs.resize(held, Pair::default());
     }
     pairs.truncate(held);
     for (ordinal, hashes) in vectors.iter().enumerate() {
@@ -895,7 +915,7 @@ fn gather_pass(
         let mut n = 0;
         for &hash in taken {
             let at = &mut next[flush_bucket(hash) - pass.start];
-            pairs[*at] = (hash, ordinal as u32);
+            pairs[*at] = Pair { key: hash, ordinal: ordinal as u32 };
             *at += 1;
             n += 1;
         }
@@ -905,19 +925,19 @@ fn gather_pass(
 }
 
 /// Writes the lists of `pairs` (sorted, distinct) into `table`.
-fn write_lists(table: &mut TableWriter, pairs: &[(u64, u32)]) {
+fn write_lists(table: &mut TableWriter, pairs: &[Pair]) {
     let mut ordinals = Vec::new();
-    for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+    for run in pairs.chunk_by(|a, b| a.key == b.key) {
         ordinals.clear();
-        ordinals.extend(run.iter().map(|p| p.1));
-        table.push(run[0].0, &ordinals);
+        ordinals.extend(run.iter().map(|p| p.ordinal));
+        table.push(run[0].key, &ordinals);
     }
 }
 
 /// Writes the keys of a bitmap table into `keys` and its lists into the
 /// returned writer (see [`TableWriter`]), from `(key, ordinal)` pairs in
 /// any order.
-fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter {
+fn write_bitmap_table(mut pairs: Vec<Pair>, doc_count: u32) -> TableWriter {
     let (counts, shared) = partition_by_top_byte(&mut pairs);
     sort_buckets(&mut pairs, &counts, shared);
     // A document whose bands share a key would repeat a pair.
@@ -938,11 +958,11 @@ fn write_bitmap_table(mut pairs: Vec<(u64, u32)>, doc_count: u32) -> TableWriter
 /// up front, a flush's buffers are neither copied nor faulted in twice as
 /// they grow (fresh pages cost more than their copy on this project's
 /// VM: README, "What limits ingest on this machine").
-fn table_bounds(pairs: &[(u64, u32)], doc_count: u32) -> (usize, usize) {
+fn table_bounds(pairs: &[Pair], doc_count: u32) -> (usize, usize) {
     let width = packed_width(doc_count);
     let containers = (doc_count.saturating_sub(1) >> 16) as usize + 1;
     let (mut keys, mut data) = (0, 0);
-    for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+    for run in pairs.chunk_by(|a, b| a.key == b.key) {
         keys += 1;
         data += match run.len() {
             1 => 0,
@@ -1054,7 +1074,7 @@ fn top_byte(key: u64) -> usize {
 
 /// The top bits of a hash that pick a flush's bucket ([`flush_bucket`]):
 /// 4,096 buckets, so that a 200,000-page word-3-shingle flush's bucket
-/// (about 26,000 pairs, 420 KB) is sorted within a core's second-level
+/// (about 26,000 pairs, 312 KB) is sorted within a core's second-level
 /// cache ([`sort_bucket`]). A pass of [`PASS_PAIRS`] fills about 600 of
 /// them at once, a line of each in the first-level cache.
 const FLUSH_BUCKET_BITS: u32 = 12;
@@ -1075,7 +1095,7 @@ fn flush_bucket(hash: u64) -> usize {
 /// pass: its posting table places its pairs in their buckets as it
 /// gathers them ([`write_posting_table`]).
 #[cfg(test)]
-fn sort_pairs(pairs: &mut [(u64, u32)]) {
+fn sort_pairs(pairs: &mut [Pair]) {
     let (counts, shared) = partition_by_top_byte(pairs);
     sort_buckets(pairs, &counts, shared);
 }
@@ -1097,11 +1117,11 @@ fn starts_of(counts: &[usize]) -> Vec<usize> {
 /// returns the buckets' sizes and how many top bits the keys of each
 /// share, 8 (a single bucket, unmoved, below 2^16 pairs, which one sort
 /// handles as fast: none shared).
-fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> (Vec<usize>, u32) {
+fn partition_by_top_byte(pairs: &mut [Pair]) -> (Vec<usize>, u32) {
     if pairs.len() < 1 << 16 {
         return (vec![pairs.len()], 0);
     }
-    let bucket = |p: &(u64, u32)| top_byte(p.0);
+    let bucket = |p: &Pair| top_byte(p.key);
     let mut counts = vec![0usize; 256];
     for p in pairs.iter() {
         counts[bucket(p)] += 1;
@@ -1138,7 +1158,7 @@ fn partition_by_top_byte(pairs: &mut [(u64, u32)]) -> (Vec<usize>, u32) {
 /// [`top_byte`] bucket, [`FLUSH_BUCKET_BITS`] for a flush's; 0 when the
 /// buckets are any runs, as the one unsorted run that
 /// [`partition_by_top_byte`] leaves whole).
-fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize], shared: u32) {
+fn sort_buckets(pairs: &mut [Pair], counts: &[usize], shared: u32) {
     use rayon::prelude::*;
     let mut buckets = Vec::with_capacity(counts.len());
     let mut rest = pairs;
@@ -1154,7 +1174,7 @@ fn sort_buckets(pairs: &mut [(u64, u32)], counts: &[usize], shared: u32) {
 /// next.
 #[derive(Default)]
 struct BucketScratch {
-    pairs: Vec<(u64, u32)>,
+    pairs: Vec<Pair>,
     /// Each group's start, then its end.
     groups: Vec<u32>,
     /// Each part's start, then its end (a split bucket's).
@@ -1176,7 +1196,7 @@ struct BucketScratch {
 /// or two pairs. Any key distribution gives the right order (a skewed one
 /// only makes some groups larger, and each is sorted by the library's
 /// sort).
-fn sort_bucket(bucket: &mut [(u64, u32)], shared: u32, scratch: &mut BucketScratch) {
+fn sort_bucket(bucket: &mut [Pair], shared: u32, scratch: &mut BucketScratch) {
     let n = bucket.len();
     if shared == 0 || shared > 48 || n < 1 << 10 || n > u32::MAX as usize {
         bucket.sort_unstable();
@@ -1189,7 +1209,7 @@ fn sort_bucket(bucket: &mut [(u64, u32)], shared: u32, scratch: &mut BucketScrat
     // grows made the 1M word-3-shingle load 1.045× the time, slower in 3
     // of 3 alternated pairs).
     pairs.clear();
-    pairs.resize(n, (0, 0));
+    pairs.resize(n, Pair::default());
     if n < SPLIT_MIN {
         sort_by_groups(bucket, pairs, shared, groups);
         bucket.copy_from_slice(pairs);
@@ -1216,24 +1236,18 @@ const SPLIT_MIN: usize = 1 << 15;
 /// counted into `ends`, each count turned into its run's start, then
 /// each pair placed at its run's next position, which leaves `ends[d]`
 /// the end of run `d`. `src` holds at most `u32::MAX` pairs.
-fn scatter_by(
-    src: &[(u64, u32)],
-    dst: &mut [(u64, u32)],
-    digits: usize,
-    digit: impl Fn(u64) -> usize,
-    ends: &mut Vec<u32>,
-) {
+fn scatter_by(src: &[Pair], dst: &mut [Pair], digits: usize, digit: impl Fn(u64) -> usize, ends: &mut Vec<u32>) {
     ends.clear();
     ends.resize(digits, 0);
-    for &(key, _) in src {
-        ends[digit(key)] += 1;
+    for pair in src {
+        ends[digit(pair.key)] += 1;
     }
     let mut sum = 0u32;
     for start in ends.iter_mut() {
         (*start, sum) = (sum, sum + *start);
     }
     for &pair in src {
-        let next = &mut ends[digit(pair.0)];
+        let next = &mut ends[digit(pair.key)];
         dst[*next as usize] = pair;
         *next += 1;
     }
@@ -1250,7 +1264,7 @@ fn scatter_by(
 /// Four groups a pair rather than four pairs a group: each group's sort
 /// had been a branch mispredicted every pair or so (benches/compare/
 /// HISTORY.md, "A flush's buckets of 12 bits").
-fn sort_by_groups(src: &[(u64, u32)], dst: &mut [(u64, u32)], shared: u32, groups: &mut Vec<u32>) {
+fn sort_by_groups(src: &[Pair], dst: &mut [Pair], shared: u32, groups: &mut Vec<u32>) {
     let n = src.len();
     if n < 16 || n > u32::MAX as usize {
         dst.copy_from_slice(src);
@@ -3617,6 +3631,22 @@ mod tests {
         }
     }
 
+    /// `pairs` as a table's [`Pair`]s.
+    fn pairs_of(pairs: &[(u64, u32)]) -> Vec<Pair> {
+        pairs.iter().map(|&p| Pair::from(p)).collect()
+    }
+
+    #[test]
+    fn a_pair_is_12_bytes_and_sorts_as_its_tuple() {
+        assert_eq!(std::mem::size_of::<Pair>(), 12);
+        let mut next = crate::store::roaring_view::xorshift(0x2545_F491_4F6C_DD1D);
+        let mut tuples: Vec<(u64, u32)> = (0..2_000).map(|i| (((next() % 300) << 40) | (next() % 7), i % 5)).collect();
+        let mut pairs = pairs_of(&tuples);
+        tuples.sort_unstable();
+        pairs.sort_unstable();
+        assert_eq!(pairs, pairs_of(&tuples));
+    }
+
     #[test]
     fn radix_sort_of_pairs_equals_the_library_sort() {
         let mut next = crate::store::roaring_view::xorshift(0x9E37_79B9_7F4A_7C15);
@@ -3628,9 +3658,9 @@ mod tests {
         for pairs in [uniform, skewed, vec![(3, 1), (1, 2), (3, 0)]] {
             let mut expected = pairs.clone();
             expected.sort_unstable();
-            let mut got = pairs;
+            let mut got = pairs_of(&pairs);
             sort_pairs(&mut got);
-            assert_eq!(got, expected);
+            assert_eq!(got, pairs_of(&expected));
         }
     }
 
@@ -3672,9 +3702,9 @@ mod tests {
             let shared_top_byte = pairs.iter().all(|p| top_byte(p.0) == top_byte(pairs[0].0));
             // Only the case made to differ leaves the groups unused.
             assert!(shared_top_byte || pairs.len() == 5_000);
-            let mut got = pairs;
+            let mut got = pairs_of(&pairs);
             sort_bucket(&mut got, if shared_top_byte { 8 } else { 0 }, &mut scratch);
-            assert_eq!(got, expected);
+            assert_eq!(got, pairs_of(&expected));
         }
         // A flush's buckets, whose keys share their top 12 bits: below
         // `SPLIT_MIN` (the size of a 200,000-page word-3-shingle flush's)
@@ -3694,9 +3724,9 @@ mod tests {
             assert!(pairs.iter().all(|p| flush_bucket(p.0) == flush_bucket(flush_top)));
             let mut expected = pairs.clone();
             expected.sort_unstable();
-            let mut got = pairs;
+            let mut got = pairs_of(&pairs);
             sort_bucket(&mut got, FLUSH_BUCKET_BITS, &mut scratch);
-            assert_eq!(got, expected);
+            assert_eq!(got, pairs_of(&expected));
         }
     }
 
@@ -3852,7 +3882,7 @@ mod tests {
         let pairs: Vec<(u64, u32)> =
             docs.iter().enumerate().flat_map(|(o, hashes)| hashes.iter().map(move |&h| (h, o as u32))).collect();
         assert!(pairs.len() >= 1 << 16);
-        let whole = write_bitmap_table(pairs.clone(), 400);
+        let whole = write_bitmap_table(pairs_of(&pairs), 400);
         let vectors: Vec<&[u64]> = docs.iter().map(Vec::as_slice).collect();
         // One bucket a pass (and the crowded bucket past the cap), a few,
         // and every pair in one pass.
@@ -3888,6 +3918,7 @@ mod tests {
             // Every ordinal of a dense list: containers of 65,536.
             pairs.extend((0..doc_count).map(|o| (u64::MAX, o)));
             pairs.sort_unstable();
+            let pairs = pairs_of(&pairs);
             let (keys, data) = table_bounds(&pairs, doc_count);
             let table = write_bitmap_table(pairs, doc_count);
             assert_eq!(table.keys.len(), keys * 8, "{doc_count}");
