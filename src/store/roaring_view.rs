@@ -405,6 +405,60 @@ impl Iterator for Iter<'_> {
     }
 }
 
+/// Appends to `out` the serialization of the roaring bitmap of `ordinals`
+/// (strictly ascending, not empty), without run containers: the bytes the
+/// `roaring` crate's `serialize_into` writes for a bitmap built by
+/// `append` of the same ordinals (every container of at most 4,096 values
+/// an array, else a bitmap), written straight from the slice instead of
+/// through a `RoaringBitmap` (a vector per container, filled value by
+/// value, then copied out).
+pub(super) fn serialize_sorted_into(ordinals: &[u32], out: &mut Vec<u8>) {
+    debug_assert!(!ordinals.is_empty() && ordinals.windows(2).all(|w| w[0] < w[1]));
+    let count = containers_of(ordinals).count();
+    let bytes_of =
+        |container: &[u32]| if container.len() as u32 <= MAX_ARRAY { 2 * container.len() } else { BITMAP_BYTES };
+    let header = 8 + 8 * count;
+    let total = header + containers_of(ordinals).map(bytes_of).sum::<usize>();
+    let at = out.len();
+    out.resize(at + total, 0);
+    let bytes = &mut out[at..];
+    bytes[..4].copy_from_slice(&COOKIE_NO_RUN.to_le_bytes());
+    bytes[4..8].copy_from_slice(&(count as u32).to_le_bytes());
+    let mut offset = header;
+    for (i, container) in containers_of(ordinals).enumerate() {
+        let description = &mut bytes[8 + 4 * i..12 + 4 * i];
+        description[..2].copy_from_slice(&((container[0] >> 16) as u16).to_le_bytes());
+        description[2..].copy_from_slice(&((container.len() - 1) as u16).to_le_bytes());
+        bytes[8 + 4 * count + 4 * i..12 + 4 * count + 4 * i].copy_from_slice(&(offset as u32).to_le_bytes());
+        let data = &mut bytes[offset..offset + bytes_of(container)];
+        if container.len() as u32 <= MAX_ARRAY {
+            for (slot, &value) in data.chunks_exact_mut(2).zip(container) {
+                slot.copy_from_slice(&(value as u16).to_le_bytes());
+            }
+        } else {
+            // The bytes are zeros: each value sets its bit.
+            for &value in container {
+                let bit = usize::from(value as u16);
+                data[bit / 8] |= 1 << (bit % 8);
+            }
+        }
+        offset += data.len();
+    }
+}
+
+/// The runs of sorted `ordinals` that share their high 16 bits (a roaring
+/// bitmap's containers), each found by a search of the rest: a list of a
+/// segment's ordinals spans a few at most.
+fn containers_of(ordinals: &[u32]) -> impl Iterator<Item = &[u32]> {
+    let mut rest = ordinals;
+    std::iter::from_fn(move || {
+        let &first = rest.first()?;
+        let (container, tail) = rest.split_at(rest.partition_point(|&v| v >> 16 == first >> 16));
+        rest = tail;
+        Some(container)
+    })
+}
+
 /// A small deterministic generator for this module's and the segment's
 /// tests (xorshift64).
 #[cfg(test)]
@@ -462,6 +516,40 @@ mod tests {
         many.optimize();
         check(&many, &ranges());
         check(&RoaringBitmap::new(), &ranges());
+    }
+
+    #[test]
+    fn lists_serialize_as_the_crate_serializes_them() {
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
+        let mut cases: Vec<Vec<u32>> = vec![
+            vec![0],
+            vec![u32::MAX],
+            vec![3, 65_535, 65_536, u32::MAX],
+            // 4,096 values under one key (an array) and 4,097 (a bitmap).
+            (0..4_096).map(|v| v * 16).collect(),
+            (0..4_097).map(|v| v * 15).collect(),
+            (0..70_000).filter(|v| v % 3 != 0).collect(),
+            (0..200_000).collect(),
+        ];
+        for _ in 0..300 {
+            let span = 1 + next() % (1 << 20);
+            let n = (next() % 6_000) as usize + 1;
+            let mut list: Vec<u32> = (0..n).map(|_| (next() % span) as u32).collect();
+            list.sort_unstable();
+            list.dedup();
+            cases.push(list);
+        }
+        for list in cases {
+            let mut expected = Vec::new();
+            let mut bitmap = RoaringBitmap::new();
+            bitmap.append(list.iter().copied()).unwrap();
+            bitmap.serialize_into(&mut expected).unwrap();
+            // Appended after bytes already there, as a data section's lists are.
+            let mut got = vec![7u8; 3];
+            serialize_sorted_into(&list, &mut got);
+            assert_eq!(got[..3], [7, 7, 7]);
+            assert_eq!(got[3..], expected[..], "{} ordinals", list.len());
+        }
     }
 
     #[test]

@@ -1042,10 +1042,7 @@ impl TableWriter {
             }
         } else {
             self.push_entry(Entry::bitmap(offset));
-            let mut bitmap = RoaringBitmap::new();
-            bitmap.append(ordinals.iter().copied()).unwrap_or_default();
-            // Writing into a Vec cannot fail.
-            let _ = bitmap.serialize_into(&mut self.data);
+            super::roaring_view::serialize_sorted_into(ordinals, &mut self.data);
         }
     }
 }
