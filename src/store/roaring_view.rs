@@ -414,11 +414,12 @@ impl Iterator for Iter<'_> {
 /// value, then copied out).
 pub(super) fn serialize_sorted_into(ordinals: &[u32], out: &mut Vec<u8>) {
     debug_assert!(!ordinals.is_empty() && ordinals.windows(2).all(|w| w[0] < w[1]));
-    let count = containers_of(ordinals).count();
     let bytes_of =
         |container: &[u32]| if container.len() as u32 <= MAX_ARRAY { 2 * container.len() } else { BITMAP_BYTES };
+    // The containers and their data's bytes, in one walk.
+    let (count, data) = containers_of(ordinals).fold((0, 0), |(count, data), c| (count + 1, data + bytes_of(c)));
     let header = 8 + 8 * count;
-    let total = header + containers_of(ordinals).map(bytes_of).sum::<usize>();
+    let total = header + data;
     let at = out.len();
     out.resize(at + total, 0);
     let bytes = &mut out[at..];
