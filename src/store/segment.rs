@@ -809,8 +809,15 @@ impl Entry {
 /// holds (192 MiB of them, 12 bytes a [`Pair`]), unless one bucket has
 /// more; two passes are held at once.
 const PASS_PAIRS: usize = 1 << 24;
-/// How many documents ahead [`write_posting_table`] asks for a vector's line.
+/// How many documents ahead [`write_posting_table`] asks for a vector's
+/// lines.
 const AHEAD: usize = 16;
+/// The hashes in a 64-byte cache line.
+const LINE_HASHES: usize = 64 / std::mem::size_of::<u64>();
+/// How many pairs past a bucket's next one [`gather_pass`] asks for the
+/// line that will hold it (16 pairs: three lines on; 8 to 64 measured
+/// the same).
+const WRITE_AHEAD: usize = 16;
 
 /// The posting table of a flush: `vectors[o]` holds the sorted, distinct
 /// hashes of ordinal `o`. Its pairs are gathered a few [`top_byte`]
@@ -910,10 +917,16 @@ fn gather_pass(
     }
     pairs.truncate(held);
     for (ordinal, hashes) in vectors.iter().enumerate() {
-        // The vector a few documents on, where this pass will read it:
-        // each visit is a miss (and a page walk) otherwise.
+        // The vector a few documents on, every line this pass will read of
+        // it (its share of the pass's buckets, the hashes being uniform):
+        // each visit is otherwise a miss (and a page walk) for its first
+        // line and more for the lines after it.
         if let Some(ahead) = vectors.get(ordinal + AHEAD) {
-            crate::store::mmap::prefetch_line(ahead, cursors[ordinal + AHEAD]);
+            let from = cursors[ordinal + AHEAD];
+            let share = (ahead.len() * pass.len()) >> FLUSH_BUCKET_BITS;
+            for at in (from..=from + share).step_by(LINE_HASHES) {
+                crate::store::mmap::prefetch_line(ahead, at);
+            }
         }
         let cursor = &mut cursors[ordinal];
         let taken = hashes[*cursor..].iter().take_while(|&&h| flush_bucket(h) < pass.end);
@@ -921,6 +934,11 @@ fn gather_pass(
         for &hash in taken {
             let at = &mut next[flush_bucket(hash) - pass.start];
             pairs[*at] = Pair { key: hash, ordinal: ordinal as u32 };
+            // The bucket's line a few pairs on, before it is written: a
+            // pass writes hundreds of buckets at once, too many streams for
+            // the hardware's prefetcher, and each line's first write
+            // otherwise waits for its read.
+            crate::store::mmap::prefetch_line(pairs, *at + WRITE_AHEAD);
             *at += 1;
             n += 1;
         }
