@@ -201,16 +201,31 @@ fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) {
         sort_runs_longer_than(out, starts, BUCKET_CROWDED as usize);
     }
     // Buckets are in order; within one, insertion.
-    for i in 1..n {
-        let h = out[i];
+    insertion_pass(out, usize::MAX);
+    hashes.copy_from_slice(out);
+}
+
+/// Insertion sort of `items`, for items that stand near their place (a
+/// counting scatter's runs, in order, each of a few items): returns false,
+/// the items out of order, as soon as it has moved items more than
+/// `most_moves` times.
+#[inline]
+pub(crate) fn insertion_pass<T: Ord + Copy>(items: &mut [T], most_moves: usize) -> bool {
+    let mut moved = 0usize;
+    for i in 1..items.len() {
+        let item = items[i];
         let mut j = i;
-        while j > 0 && out[j - 1] > h {
-            out[j] = out[j - 1];
+        while j > 0 && items[j - 1] > item {
+            items[j] = items[j - 1];
             j -= 1;
         }
-        out[j] = h;
+        items[j] = item;
+        moved += i - j;
+        if moved > most_moves {
+            return false;
+        }
     }
-    hashes.copy_from_slice(out);
+    true
 }
 
 #[cfg(test)]

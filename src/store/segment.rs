@@ -1276,14 +1276,21 @@ fn scatter_by(src: &[Pair], dst: &mut [Pair], digits: usize, digit: impl Fn(u64)
 /// Sorts `src` into `dst` (of the same length), all of whose keys share
 /// their top `shared` bits (at most 56): a counting pass on the next `b`
 /// bits (at most 16; about four groups a pair, so that most groups hold
-/// one pair and need no sort), a scatter group by group
-/// ([`scatter_by`]), which keeps the pairs of equal keys in their order,
-/// then each group of several pairs sorted in place. Short runs take the
-/// library's sort.
+/// one pair), a scatter group by group ([`scatter_by`]), then one
+/// insertion pass over `dst`, which moves a pair only within its group
+/// (groups are in order; a key's pairs, which a flush gathers in the order
+/// of their ordinals, keep it). Short runs take the library's sort, and so
+/// does `dst` when the insertion pass has moved pairs more than
+/// [`INSERTION_MOVES`] times their number (keys that are not spread: a
+/// caller's own values, or one key listed by many ordinals out of order),
+/// so that no input costs more than that and a sort.
 ///
 /// Four groups a pair rather than four pairs a group: each group's sort
 /// had been a branch mispredicted every pair or so (benches/compare/
-/// HISTORY.md, "A flush's buckets of 12 bits").
+/// HISTORY.md, "A flush's buckets of 12 bits"). One insertion pass rather
+/// than a walk of every group's end for the groups of several pairs: a
+/// flush's bucket of 26,000 pairs has 65,536 groups, and the walk had
+/// taken a third of this function's time.
 fn sort_by_groups(src: &[Pair], dst: &mut [Pair], shared: u32, groups: &mut Vec<u32>) {
     let n = src.len();
     if n < 16 || n > u32::MAX as usize {
@@ -1295,8 +1302,14 @@ fn sort_by_groups(src: &[Pair], dst: &mut [Pair], shared: u32, groups: &mut Vec<
     let shift = 64 - shared - bits;
     let mask = (1u64 << bits) - 1;
     scatter_by(src, dst, 1 << bits, |key| ((key >> shift) & mask) as usize, groups);
-    crate::vector::sort_runs_longer_than(dst, groups, 1);
+    if !crate::vector::insertion_pass(dst, n * INSERTION_MOVES) {
+        dst.sort_unstable();
+    }
 }
+
+/// How many moves a pair [`sort_by_groups`]'s insertion pass may make, on
+/// the average, before it sorts by comparison instead.
+const INSERTION_MOVES: usize = 4;
 
 /// The buffers of [`Segment::lists_in_stages`], kept by each thread from
 /// one call to the next (a query makes one call per segment), empty
@@ -3734,11 +3747,23 @@ mod tests {
             let keys: Vec<u64> = (0..n / 2 + 1).map(|_| flush_top | next() >> FLUSH_BUCKET_BITS).collect();
             (0..n).map(|i| (keys[(next() % keys.len() as u64) as usize], i as u32 / 7)).collect()
         };
+        // Groups (the 16 bits below the bucket's 12) of keys and ordinals
+        // descending, among uniform ones: their insertion's moves below the
+        // bound that sorts by comparison instead, and past it.
+        let crowded = |groups: &[(u64, u32)], next: &mut dyn FnMut() -> u64| {
+            let mut pairs = shared(26_000, next);
+            for &(group, n) in groups {
+                pairs.extend((0..n).rev().map(|i| (flush_top | group << 36 | u64::from(i / 2) << 20, 1000 - i)));
+            }
+            pairs
+        };
         let flush_cases = [
             shared(1_500, &mut next),
             shared(26_000, &mut next),
             shared(SPLIT_MIN + 3_000, &mut next),
             (0..40_000).map(|i| (flush_top | (next() % 5) << 30, i % 13)).collect(),
+            crowded(&[(0x1234, 16), (0x4321, 17), (0x7777, 300)], &mut next),
+            crowded(&[(0x1234, 800)], &mut next),
         ];
         for pairs in flush_cases {
             assert!(pairs.iter().all(|p| flush_bucket(p.0) == flush_bucket(flush_top)));
