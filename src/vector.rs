@@ -114,9 +114,9 @@ impl SignatureVector {
 /// Sorts each run of `items` longer than `longer_than`, the runs ending
 /// at `ends` (ascending, the last at most `items.len()`): the runs of a
 /// counting scatter, each sorted once its items are placed
-/// ([`bucket_sort`]'s crowded buckets, a segment's groups of pairs).
+/// ([`bucket_sort`]'s crowded buckets).
 #[inline]
-pub(crate) fn sort_runs_longer_than<T: Ord>(items: &mut [T], ends: &[u32], longer_than: usize) {
+fn sort_runs_longer_than<T: Ord>(items: &mut [T], ends: &[u32], longer_than: usize) {
     let mut start = 0;
     for &end in ends {
         let end = end as usize;

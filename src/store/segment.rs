@@ -833,10 +833,12 @@ const WRITE_AHEAD: usize = 16;
 /// peak memory is that much lower. They are taken from `buffers`, with
 /// room for the largest pass, and left there for the next flush
 /// ([`PairBuffers`]). Each pass visits every vector: the
-/// line it will read a few documents on is asked for ahead ([`AHEAD`]),
+/// lines it will read a few documents on are asked for ahead ([`AHEAD`]),
 /// since each visit is otherwise a cache miss and a page walk (passes of
 /// 2^22 pairs took 2.7–3.9 s a 200,000-page commit without, 1.4–3.0 s
-/// with; passes of 2^24 1.1–1.3 s). The table is the one
+/// with its first line asked for; passes of 2^24 1.1–1.3 s), and so is
+/// each bucket's line a few pairs before it is written ([`WRITE_AHEAD`]).
+/// The table is the one
 /// [`write_bitmap_table`] makes of the same pairs.
 fn write_posting_table(
     vectors: &[&[u64]],
