@@ -206,9 +206,10 @@ fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) {
 }
 
 /// Insertion sort of `items`, for items that stand near their place (a
-/// counting scatter's runs, in order, each of a few items): returns false,
-/// the items out of order, as soon as it has moved items more than
-/// `most_moves` times.
+/// counting scatter's runs, in order, each of a few items). Equal items
+/// keep their order and cost no move. Returns false as soon as it has
+/// moved items more than `most_moves` times, leaving them a permutation
+/// not yet in order (the caller sorts them another way).
 #[inline]
 pub(crate) fn insertion_pass<T: Ord + Copy>(items: &mut [T], most_moves: usize) -> bool {
     let mut moved = 0usize;
