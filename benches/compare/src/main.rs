@@ -1145,6 +1145,9 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     let (mut vector_bytes, mut key_bytes) = (0u64, 0u64);
     // Where the committing thread's time goes (stderr).
     let (mut t_writer, mut t_insert, mut t_commit, mut t_wait) = (0.0, 0.0, 0.0, 0.0);
+    // Each commit's seconds: the last one's follows the signing, with
+    // nothing beside it (the ingest's tail).
+    let mut commit_secs: Vec<f64> = Vec::new();
     // The committing thread's CPU in its inserts and its commits.
     let (mut cpu_insert, mut cpu_commit) = (0.0, 0.0);
     let bulk = bulk_commit();
@@ -1188,6 +1191,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
             } else {
                 writer.commit().unwrap();
             }
+            commit_secs.push(t0.elapsed().as_secs_f64());
             t_commit += t0.elapsed().as_secs_f64();
             cpu_commit += this_thread_cpu() - c1;
         } else {
@@ -1200,6 +1204,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
         let (t0, c0) = (Instant::now(), this_thread_cpu());
         phase(2);
         writer.commit().unwrap();
+        commit_secs.push(t0.elapsed().as_secs_f64());
         t_commit += t0.elapsed().as_secs_f64();
         cpu_commit += this_thread_cpu() - c0;
     }
@@ -1212,7 +1217,9 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     // has given back the space its pending documents took at their peak
     // (redb keeps it otherwise; what a bulk load does before it serves).
     phase(3);
+    let t0 = Instant::now();
     index.wait_for_maintenance();
+    let maintenance_secs = t0.elapsed().as_secs_f64();
     assert_eq!(index.maintenance_error(), None);
     let t0 = Instant::now();
     assert!(index.compact_catalog().unwrap(), "no reader holds the catalog");
@@ -1220,6 +1227,8 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     let ingest_secs = start.elapsed().as_secs_f64();
     let ingest_peak = peak_rss();
     eprintln!("ingest: catalog compacted in {compact_secs:.2} s");
+    let commits: Vec<String> = commit_secs.iter().map(|s| format!("{s:.2}")).collect();
+    eprintln!("ingest: commits of {} s, then {maintenance_secs:.2} s waiting for maintenance", commits.join(" / "));
     eprintln!("ingest: {}", cpu_since(&cpu_before, ingest_secs));
     if let Some(timeline) = timeline {
         timeline_stop.store(true, std::sync::atomic::Ordering::Relaxed);
