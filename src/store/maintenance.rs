@@ -329,15 +329,19 @@ impl Inner {
             .map(|(id, d)| SegmentDocRef { id, vector: &d.vector, band_keys: &d.band_keys, fingerprint: d.fingerprint })
             .collect();
         // The file's vector sections are written while its tables are
-        // built; the rest after, then the header over the zeros it began
-        // with.
+        // built, and synced on the same thread, so that the publish's
+        // fsync has only the tables left to write out; the rest after,
+        // then the header over the zeros it began with.
         let guard = Unlisted { storage: &*self.storage, id: segment_id, armed: true };
         let tmp = temporary_name(segment_id);
         let storage = &*self.storage;
-        let write_early = |parts: &[&[u8]]| storage.write_new_parts(&tmp, parts);
+        let write_early = |parts: &[&[u8]]| {
+            storage.write_new_parts(&tmp, parts)?;
+            storage.sync(&tmp)
+        };
         let (file, written, early_len) = build_segment_file_writing(segment_id, bands, refs, &write_early, buffers);
         let writing = || IndexError::io(format!("writing {tmp}"));
-        written.map_err(writing())?;
+        written.map_err(IndexError::io(format!("writing and syncing the vectors of {tmp}")))?;
         storage.append_parts(&tmp, &file.parts_after(early_len)).map_err(writing())?;
         storage.write_at(&tmp, 0, file.head()).map_err(writing())?;
         let record = SegmentRecord { doc_count, byte_len: file.len() as u64, file_crc: file.crc() };
