@@ -273,13 +273,13 @@ fn repack_keys_within(txn: &redb::WriteTransaction, in_memory: u64) -> Result<bo
     }
     if stats.stored_bytes() <= in_memory {
         let held = KeysInMemory::read(txn)?;
-        txn.delete_table(KEYS).map_err(redb_err("repacking keys"))?;
+        txn.delete_table(KEYS).map_err(redb_err(REPACKING))?;
         held.write(txn)?;
     } else {
         copy_in_key_order(txn, KEYS, KEYS_REPACKED)?;
-        txn.delete_table(KEYS).map_err(redb_err("repacking keys"))?;
+        txn.delete_table(KEYS).map_err(redb_err(REPACKING))?;
         copy_in_key_order(txn, KEYS_REPACKED, KEYS)?;
-        txn.delete_table(KEYS_REPACKED).map_err(redb_err("repacking keys"))?;
+        txn.delete_table(KEYS_REPACKED).map_err(redb_err(REPACKING))?;
     }
     Ok(true)
 }
@@ -294,50 +294,62 @@ struct KeysInMemory {
 impl KeysInMemory {
     fn read(txn: &redb::WriteTransaction) -> Result<KeysInMemory, IndexError> {
         use redb::{ReadableTable, ReadableTableMetadata};
-        let err = "repacking keys";
-        let table = txn.open_table(KEYS).map_err(redb_err(err))?;
-        let count = table.len().map_err(redb_err(err))?;
+        let table = txn.open_table(KEYS).map_err(redb_err(REPACKING))?;
+        let count = table.len().map_err(redb_err(REPACKING))?;
         let mut held = KeysInMemory { text: String::new(), entries: Vec::with_capacity(count as usize) };
-        for entry in table.iter().map_err(redb_err(err))? {
-            let (key, id) = entry.map_err(redb_err(err))?;
+        for entry in table.iter().map_err(redb_err(REPACKING))? {
+            let (key, id) = entry.map_err(redb_err(REPACKING))?;
             held.text.push_str(key.value());
             held.entries.push((held.text.len(), id.value()));
         }
         Ok(held)
     }
 
-    /// Writes the entries into the (empty) `keys` table through one cursor
-    /// at its end.
+    /// Writes the entries into the (empty) `keys` table.
     fn write(&self, txn: &redb::WriteTransaction) -> Result<(), IndexError> {
-        let err = "repacking keys";
-        let mut target = txn.open_table(KEYS).map_err(redb_err(err))?;
-        let mut cursor = target.upper_bound_mut(std::ops::Bound::<&str>::Unbounded).map_err(redb_err(err))?;
-        let mut start = 0;
-        for &(end, id) in &self.entries {
-            cursor.insert_before(&self.text[start..end], id).map_err(redb_err(err))?;
-            start = end;
-        }
-        cursor.close().map_err(redb_err(err))
+        insert_in_key_order(txn, KEYS, |insert| {
+            let mut start = 0;
+            for &(end, id) in &self.entries {
+                insert(&self.text[start..end], id)?;
+                start = end;
+            }
+            Ok(())
+        })
     }
 }
 
-/// Copies every entry of `from` into `to` (empty) in key order, through
-/// one cursor at the end of `to`.
+/// Copies every entry of `from` into `to` (empty) in key order.
 fn copy_in_key_order(
     txn: &redb::WriteTransaction,
     from: TableDefinition<&str, u64>,
     to: TableDefinition<&str, u64>,
 ) -> Result<(), IndexError> {
     use redb::ReadableTable;
-    let err = "repacking keys";
-    let source = txn.open_table(from).map_err(redb_err(err))?;
-    let mut target = txn.open_table(to).map_err(redb_err(err))?;
-    let mut cursor = target.upper_bound_mut(std::ops::Bound::<&str>::Unbounded).map_err(redb_err(err))?;
-    for entry in source.iter().map_err(redb_err(err))? {
-        let (key, id) = entry.map_err(redb_err(err))?;
-        cursor.insert_before(key.value(), id.value()).map_err(redb_err(err))?;
-    }
-    cursor.close().map_err(redb_err(err))
+    let source = txn.open_table(from).map_err(redb_err(REPACKING))?;
+    insert_in_key_order(txn, to, |insert| {
+        for entry in source.iter().map_err(redb_err(REPACKING))? {
+            let (key, id) = entry.map_err(redb_err(REPACKING))?;
+            insert(key.value(), id.value())?;
+        }
+        Ok(())
+    })
+}
+
+/// What the repack's catalog errors say it was doing.
+const REPACKING: &str = "repacking keys";
+
+/// Inserts into `to` (empty) the entries `fill` hands its `insert`, which
+/// come in key order, through one cursor at the end of `to` (whose run of
+/// inserts redb packs into full leaves).
+fn insert_in_key_order(
+    txn: &redb::WriteTransaction,
+    to: TableDefinition<&str, u64>,
+    fill: impl FnOnce(&mut dyn FnMut(&str, u64) -> Result<(), IndexError>) -> Result<(), IndexError>,
+) -> Result<(), IndexError> {
+    let mut target = txn.open_table(to).map_err(redb_err(REPACKING))?;
+    let mut cursor = target.upper_bound_mut(std::ops::Bound::<&str>::Unbounded).map_err(redb_err(REPACKING))?;
+    fill(&mut |key, id| cursor.insert_before(key, id).map(drop).map_err(redb_err(REPACKING)))?;
+    cursor.close().map_err(redb_err(REPACKING))
 }
 
 /// `value` as a varint: seven bits a byte, least significant first, the top

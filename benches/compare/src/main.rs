@@ -1144,7 +1144,7 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
     let index = Index::create_with(&index_dir, config, options).unwrap();
     let (mut vector_bytes, mut key_bytes) = (0u64, 0u64);
     // Where the committing thread's time goes (stderr).
-    let (mut t_writer, mut t_insert, mut t_commit, mut t_wait) = (0.0, 0.0, 0.0, 0.0);
+    let (mut t_writer, mut t_insert, mut t_wait) = (0.0, 0.0, 0.0);
     // Each commit's seconds: the last one's follows the signing, with
     // nothing beside it (the ingest's tail).
     let mut commit_secs: Vec<f64> = Vec::new();
@@ -1192,7 +1192,6 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
                 writer.commit().unwrap();
             }
             commit_secs.push(t0.elapsed().as_secs_f64());
-            t_commit += t0.elapsed().as_secs_f64();
             cpu_commit += this_thread_cpu() - c1;
         } else {
             open = Some((writer, staged));
@@ -1205,9 +1204,9 @@ fn run_neardex(dir: &Path, scheme: Scheme) {
         phase(2);
         writer.commit().unwrap();
         commit_secs.push(t0.elapsed().as_secs_f64());
-        t_commit += t0.elapsed().as_secs_f64();
         cpu_commit += this_thread_cpu() - c0;
     }
+    let t_commit: f64 = commit_secs.iter().sum();
     eprintln!(
         "ingest phases: {t_writer:.2} s opening writers (waiting for installs), {t_insert:.2} s inserting, \
          {t_commit:.2} s committing, {t_wait:.2} s waiting for signatures; the thread's CPU {cpu_insert:.1} s \
