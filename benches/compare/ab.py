@@ -18,8 +18,10 @@ alters them is a bug). `--queries`: the warm single queries instead
 default 20): the median of the warm passes' mean query times, µs.
 `--ingest`: the load instead (`INGEST_ONLY=1 NO_SIGN_ONLY=1
 COMPARE_BULK=200000 BIN neardex DIR SCHEME`, `COMPARE_BULK` as set if
-it is): its seconds, CPU seconds and peak RSS, and a CRC32 of the index's
-segment files, which must be the same for every run (a change to how a
+it is): its seconds, CPU seconds and peak RSS, the seconds of its last
+commit that wrote a segment (the one nothing else overlaps: the load's
+tail, and a commit's latency on an idle machine), and a CRC32 of the
+index's segment files, which must be the same for every run (a change to how a
 load is made must not change what it writes).
 
 Prints each run, then for each BIN the median and range, and against the
@@ -72,7 +74,8 @@ def segments_crc(index):
 
 
 def ingest_once(binary, directory, scheme):
-    """One load: (seconds, CPU seconds, peak RSS MiB, segments' CRC32)."""
+    """One load: (seconds, CPU seconds, peak RSS MiB, segments' CRC32, the
+    last segment-writing commit's seconds or None)."""
     env = dict(os.environ, INGEST_ONLY="1", NO_SIGN_ONLY="1")
     env.setdefault("COMPARE_BULK", "200000")
     _, stderr, cpu, rss = run(binary, ["neardex", directory, scheme], env)
@@ -80,7 +83,9 @@ def ingest_once(binary, directory, scheme):
     if not found:
         sys.exit(f"{binary} printed no ingest time:\n{stderr[-2000:]}")
     digest = segments_crc(os.path.join(directory, f"neardex-{scheme}"))
-    return float(found.group(1)), cpu, rss, digest
+    commits = re.search(r"ingest: commits of ([0-9. /]+) s", stderr)
+    written = [float(c) for c in commits.group(1).split(" / ") if float(c) > 0] if commits else []
+    return float(found.group(1)), cpu, rss, digest, (written[-1] if written else None)
 
 
 def run_once(binary, directory, scheme, queries, passes):
@@ -118,13 +123,17 @@ def main(argv):
     unit = "us" if args.queries else "s"
     # By position, so that one build given twice (CI's check) is two.
     times = [[] for _ in binaries]
+    last_commits = [[] for _ in binaries]
     first_digest = None
     for r in range(args.rounds):
         shift = r % len(binaries)
         for b in list(range(shift, len(binaries))) + list(range(shift)):
             if args.ingest:
-                value, cpu, rss, digest = ingest_once(binaries[b], args.directory, args.scheme)
+                value, cpu, rss, digest, last = ingest_once(binaries[b], args.directory, args.scheme)
                 tail = f", peak RSS {rss:.0f} MiB, segments crc32 {digest}"
+                if last is not None:
+                    last_commits[b].append(last)
+                    tail += f", last commit {last:.2f} s"
             else:
                 value, cpu, digest = run_once(binaries[b], args.directory, args.scheme, args.queries, args.passes)
                 tail = f" pairs md5 {digest[:8]}" if digest else ""
@@ -145,6 +154,9 @@ def main(argv):
             faster = sum(1 for ratio in ratios if ratio < 1)
             line += f"; faster than build 1 in {faster} of {len(ratios)} rounds"
             line += f", median ratio {statistics.median(ratios):.3f}"
+        if last_commits[b]:
+            lasts = last_commits[b]
+            line += f"; last commit median {statistics.median(lasts):.2f} s ({min(lasts):.2f}-{max(lasts):.2f})"
         print(line)
 
 if __name__ == "__main__":
