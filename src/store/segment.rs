@@ -855,13 +855,13 @@ const CRC_PART: usize = 4 << 20;
 /// form (the caller has checked that every value fits), in place: no
 /// second section of a merge's tens of millions of entries at once. Entry
 /// `i` is written at `4i`, where its own bytes or ones already read were.
-fn narrow_in_place(entries: &mut [u8]) -> usize {
+fn narrow_in_place(entries: &mut Vec<u8>) {
     let n = entries.len() / 8;
     for i in 0..n {
         let entry = Entry(le_u64(entries, i * 8));
         entries[i * 4..i * 4 + 4].copy_from_slice(&entry.narrow().to_le_bytes());
     }
-    n * 4
+    entries.truncate(n * 4);
 }
 
 /// Rewrites an entries section of four-byte entries in the eight-byte
@@ -872,12 +872,7 @@ fn widen_in_place(entries: &mut Vec<u8>) {
     let n = entries.len() / 4;
     entries.resize(n * 8, 0);
     for i in (0..n).rev() {
-        let entry = Entry::widened(u32::from_le_bytes([
-            entries[i * 4],
-            entries[i * 4 + 1],
-            entries[i * 4 + 2],
-            entries[i * 4 + 3],
-        ]));
+        let entry = Entry::widened(le_u32(entries, i * 4));
         entries[i * 8..i * 8 + 8].copy_from_slice(&entry.0.to_le_bytes());
     }
 }
@@ -898,10 +893,7 @@ impl TableEntries {
         let mut bytes = self.bytes;
         match (self.narrow, narrow) {
             (true, false) => widen_in_place(&mut bytes),
-            (false, true) => {
-                let len = narrow_in_place(&mut bytes);
-                bytes.truncate(len);
-            }
+            (false, true) => narrow_in_place(&mut bytes),
             _ => {}
         }
         bytes
