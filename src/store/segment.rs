@@ -192,6 +192,12 @@ pub(super) struct Pieces<'a> {
 }
 
 impl<'a> Pieces<'a> {
+    /// The pieces `pieces`, whose CRC32, taken beforehand, is `crc`.
+    fn with_crc(pieces: impl IntoIterator<Item = &'a [u8]>, crc: crc32fast::Hasher) -> Pieces<'a> {
+        let pieces: Vec<&[u8]> = pieces.into_iter().filter(|piece| !piece.is_empty()).collect();
+        Pieces { len: pieces.iter().map(|piece| piece.len()).sum(), pieces, crc }
+    }
+
     /// Appends `piece`.
     pub(super) fn push(&mut self, piece: &'a [u8]) {
         if !piece.is_empty() {
@@ -481,19 +487,16 @@ fn build<'a>(
     keyed.sort_by_key(|(length, d)| (*length, d.id));
     let (lengths, docs): (Vec<u64>, Vec<SegmentDocRef<'a>>) = keyed.into_iter().unzip();
     let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS.len()];
-    // Where each document's entries start.
-    let firsts: Vec<u64> = docs
-        .iter()
-        .scan(0u64, |entries, d| {
-            let first = *entries;
+    // Where each document's entries start, then their number.
+    let firsts: Vec<u64> = std::iter::once(0)
+        .chain(docs.iter().scan(0u64, |entries, d| {
             *entries += d.vector.distinct();
-            Some(first)
-        })
+            Some(*entries)
+        }))
         .collect();
-    let total_entries: usize = docs.iter().map(|d| d.vector.distinct() as usize).sum();
+    let total_entries = firsts[docs.len()] as usize;
     // The hashes as they are in memory when that is their stored form.
     let borrow_hashes = cfg!(target_endian = "little");
-    let mut hashes = Pieces::default();
     if !borrow_hashes {
         sections[2].reserve_exact(total_entries * 8);
         for doc in &docs {
@@ -513,9 +516,11 @@ fn build<'a>(
         let (docs_section, rest) = sections.split_at_mut(1);
         let mut freqs_left = rest[2].as_mut_slice();
         let mut parts = Vec::with_capacity(docs.len().div_ceil(PROLOGUE_RUN));
-        for (run, docs_part) in docs.chunks(PROLOGUE_RUN).zip(docs_section[0].chunks_mut(PROLOGUE_RUN * DOC_ENTRY_LEN))
+        for (r, (run, docs_part)) in
+            docs.chunks(PROLOGUE_RUN).zip(docs_section[0].chunks_mut(PROLOGUE_RUN * DOC_ENTRY_LEN)).enumerate()
         {
-            let run_entries: usize = run.iter().map(|d| d.vector.distinct() as usize).sum();
+            let start = r * PROLOGUE_RUN;
+            let run_entries = (firsts[start + run.len()] - firsts[start]) as usize;
             let (freqs_part, rest) = freqs_left.split_at_mut(run_entries);
             freqs_left = rest;
             parts.push((run, docs_part, freqs_part));
@@ -526,7 +531,7 @@ fn build<'a>(
             .map(|(r, (run, docs_part, freqs_part))| {
                 let mut crc = crc32fast::Hasher::new();
                 let mut escapes = Vec::new();
-                let mut at = 0;
+                let run_first = firsts[r * PROLOGUE_RUN];
                 for (i, doc) in run.iter().enumerate() {
                     let ordinal = r * PROLOGUE_RUN + i;
                     let entry = &mut docs_part[i * DOC_ENTRY_LEN..(i + 1) * DOC_ENTRY_LEN];
@@ -537,9 +542,8 @@ fn build<'a>(
                     if borrow_hashes {
                         crc.update(bytemuck::cast_slice(doc.vector.hashes()));
                     }
-                    let freqs = doc.vector.freqs();
-                    write_freqs(&mut freqs_part[at..at + freqs.len()], firsts[ordinal], freqs, &mut escapes);
-                    at += freqs.len();
+                    let at = (firsts[ordinal] - run_first) as usize..(firsts[ordinal + 1] - run_first) as usize;
+                    write_freqs(&mut freqs_part[at], firsts[ordinal], doc.vector.freqs(), &mut escapes);
                 }
                 (crc, escapes)
             })
@@ -556,14 +560,10 @@ fn build<'a>(
     for (_, escapes) in &runs {
         sections[13].extend_from_slice(escapes);
     }
-    if borrow_hashes {
-        hashes.pieces =
-            docs.iter().map(|d| bytemuck::cast_slice(d.vector.hashes())).filter(|p: &&[u8]| !p.is_empty()).collect();
-        hashes.len = total_entries * 8;
-        for (crc, _) in &runs {
-            hashes.crc.combine(crc);
-        }
-    }
+    let hashes = borrow_hashes.then(|| {
+        let crc = combined(runs.iter().map(|(crc, _)| crc));
+        Pieces::with_crc(docs.iter().map(|d| bytemuck::cast_slice(d.vector.hashes())), crc)
+    });
     let mut band_buckets: Vec<Pair> = Vec::with_capacity(docs.len() * bands as usize);
     for (ordinal, doc) in docs.iter().enumerate() {
         let ordinal = ordinal as u32;
@@ -581,7 +581,7 @@ fn build<'a>(
         None => (tables(), None),
         Some(write) => {
             let zeros = vec![0u8; HEADER_LEN + SECTIONS.len() * TABLE_ENTRY_LEN];
-            let parts = early_parts(&sections, borrow_hashes.then_some(&hashes), &zeros);
+            let parts = early_parts(&sections, hashes.as_ref(), &zeros);
             let len = parts.iter().map(|p| p.len()).sum();
             std::thread::scope(|scope| {
                 let thread = std::thread::Builder::new().name("neardex-segment-write".into());
@@ -603,7 +603,7 @@ fn build<'a>(
     let tables = Tables::place(&mut sections, posting_table, band_table);
     let fingerprints = docs.iter().map(|d| d.fingerprint.0).collect();
     let ids = docs.iter().map(|d| d.id).collect();
-    let borrowed = Borrowed { hashes: borrow_hashes.then_some(hashes), freqs: None };
+    let borrowed = Borrowed { hashes, freqs: None };
     let file = assemble(
         segment_id,
         bands,
@@ -841,11 +841,16 @@ fn crc_on_all_cores(bytes: &[u8]) -> u32 {
             crc
         })
         .collect();
+    combined(&parts).finalize()
+}
+
+/// The CRC32 state of consecutive parts' bytes, from each part's own.
+fn combined<'h>(parts: impl IntoIterator<Item = &'h crc32fast::Hasher>) -> crc32fast::Hasher {
     let mut crc = crc32fast::Hasher::new();
-    for part in &parts {
+    for part in parts {
         crc.combine(part);
     }
-    crc.finalize()
+    crc
 }
 
 /// The bytes [`crc_on_all_cores`] leaves to one task.
