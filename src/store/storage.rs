@@ -264,3 +264,44 @@ impl Storage for FsStorage {
         Self::builder().open_read_only(self.path(name))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parts of every size (empty, a few bytes, longer than the writer's
+    /// buffer), written new and then appended: the file holds their
+    /// concatenation.
+    #[test]
+    fn parts_are_written_one_after_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = FsStorage::new(dir.path());
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let owned: Vec<Vec<u8>> = (0..3_000)
+            .map(|i| {
+                let len = match next() % 4 {
+                    0 => 0,
+                    1 => (next() % 64) as usize,
+                    2 => (next() % 8_192) as usize,
+                    _ if i % 100 == 0 => (1 << 20) + (next() % 1_000) as usize,
+                    _ => 8,
+                };
+                (0..len).map(|_| next() as u8).collect()
+            })
+            .collect();
+        let parts: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        let (first, second) = parts.split_at(parts.len() / 2);
+        storage.write_new_parts("f", first).unwrap();
+        assert_eq!(fs::read(dir.path().join("f")).unwrap(), first.concat());
+        storage.append_parts("f", second).unwrap();
+        assert_eq!(fs::read(dir.path().join("f")).unwrap(), parts.concat());
+        storage.write_new_parts("empty", &[&[], &[]]).unwrap();
+        assert!(fs::read(dir.path().join("empty")).unwrap().is_empty());
+    }
+}
