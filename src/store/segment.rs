@@ -512,7 +512,7 @@ fn build<'a>(
     // on all cores, a run of documents at a time: with a flush's tables
     // on every core, this part had been a tenth of a 200,000-page
     // word-3-shingle flush on one.
-    let runs: Vec<(crc32fast::Hasher, Vec<u8>)> = {
+    let runs: Vec<(crc32fast::Hasher, Vec<u8>, Vec<u32>)> = {
         let (docs_section, rest) = sections.split_at_mut(1);
         let mut freqs_left = rest[2].as_mut_slice();
         let mut parts = Vec::with_capacity(docs.len().div_ceil(PROLOGUE_RUN));
@@ -531,6 +531,11 @@ fn build<'a>(
             .map(|(r, (run, docs_part, freqs_part))| {
                 let mut crc = crc32fast::Hasher::new();
                 let mut escapes = Vec::new();
+                // The posting pairs of each flush bucket, counted while
+                // the vector is in the cache for its CRC (a pass of its
+                // own over every vector had been about 2% of a 1M
+                // word-3-shingle load, on one core at each flush's start).
+                let mut counts = vec![0u32; 1 << FLUSH_BUCKET_BITS];
                 let run_first = firsts[r * PROLOGUE_RUN];
                 for (i, doc) in run.iter().enumerate() {
                     let ordinal = r * PROLOGUE_RUN + i;
@@ -542,10 +547,13 @@ fn build<'a>(
                     if borrow_hashes {
                         crc.update(bytemuck::cast_slice(doc.vector.hashes()));
                     }
+                    for &hash in doc.vector.hashes() {
+                        counts[flush_bucket(hash)] += 1;
+                    }
                     let at = (firsts[ordinal] - run_first) as usize..(firsts[ordinal + 1] - run_first) as usize;
                     write_freqs(&mut freqs_part[at], firsts[ordinal], doc.vector.freqs(), &mut escapes);
                 }
-                (crc, escapes)
+                (crc, escapes, counts)
             })
             .collect()
     };
@@ -557,11 +565,13 @@ fn build<'a>(
             last_length = Some(length);
         }
     }
-    for (_, escapes) in &runs {
+    let mut counts = vec![0usize; 1 << FLUSH_BUCKET_BITS];
+    for (_, escapes, run_counts) in &runs {
         sections[13].extend_from_slice(escapes);
+        counts.iter_mut().zip(run_counts).for_each(|(count, &n)| *count += n as usize);
     }
     let hashes = borrow_hashes.then(|| {
-        let crc = combined(runs.iter().map(|(crc, _)| crc));
+        let crc = combined(runs.iter().map(|(crc, ..)| crc));
         Pieces::with_crc(docs.iter().map(|d| bytemuck::cast_slice(d.vector.hashes())), crc)
     });
     let mut band_buckets: Vec<Pair> = Vec::with_capacity(docs.len() * bands as usize);
@@ -573,7 +583,7 @@ fn build<'a>(
     let vectors: Vec<&[u64]> = docs.iter().map(|d| d.vector.hashes()).collect();
     let tables = || {
         rayon::join(
-            || write_posting_table(&vectors, doc_count, PASS_PAIRS, buffers),
+            || write_posting_table(&vectors, counts, doc_count, PASS_PAIRS, buffers),
             || write_bitmap_table(band_buckets, doc_count),
         )
     };
@@ -993,7 +1003,9 @@ const LINE_HASHES: usize = 64 / std::mem::size_of::<u64>();
 const WRITE_AHEAD: usize = 16;
 
 /// The posting table of a flush: `vectors[o]` holds the sorted, distinct
-/// hashes of ordinal `o`. Its pairs are gathered a few [`top_byte`]
+/// hashes of ordinal `o`, `counts[b]` how many of them all lie in flush
+/// bucket `b` ([`flush_bucket`]; counted by [`build`]'s first part). Its
+/// pairs are gathered a few [`top_byte`]
 /// buckets at a time, up to `pass_pairs` a pass: each pass takes from
 /// every vector, from where the pass before stopped, the hashes below its
 /// last bucket's end (the vectors are sorted), places each pair at its
@@ -1015,15 +1027,13 @@ const WRITE_AHEAD: usize = 16;
 /// [`write_bitmap_table`] makes of the same pairs.
 fn write_posting_table(
     vectors: &[&[u64]],
+    counts: Vec<usize>,
     doc_count: u32,
     pass_pairs: usize,
     buffers: &mut PairBuffers,
 ) -> TableWriter {
-    let mut counts = vec![0usize; 1 << FLUSH_BUCKET_BITS];
-    for &hash in vectors.iter().flat_map(|v| v.iter()) {
-        counts[flush_bucket(hash)] += 1;
-    }
     let total: usize = counts.iter().sum();
+    debug_assert_eq!(counts, flush_counts(vectors));
     // As few passes as `pass_pairs` allows, of about the same size (the
     // buffers hold the largest: 20 million pairs take two of 10 million,
     // not one of 2^24 and one of the rest). Their buckets: at least one
@@ -1300,6 +1310,16 @@ const FLUSH_BUCKET_BITS: u32 = 12;
 /// [`FLUSH_BUCKET_BITS`] bits.
 fn flush_bucket(hash: u64) -> usize {
     (hash >> (64 - FLUSH_BUCKET_BITS)) as usize
+}
+
+/// How many of the hashes of `vectors` lie in each flush bucket (what
+/// [`build`] counts run by run, for checks and tests).
+fn flush_counts(vectors: &[&[u64]]) -> Vec<usize> {
+    let mut counts = vec![0usize; 1 << FLUSH_BUCKET_BITS];
+    for &hash in vectors.iter().flat_map(|v| v.iter()) {
+        counts[flush_bucket(hash)] += 1;
+    }
+    counts
 }
 
 /// Sorts `(key, ordinal)` pairs whose keys are hashes (uniform in the top
@@ -4214,7 +4234,7 @@ mod tests {
         // The buffers of one pass size serve the next, larger or smaller.
         let mut buffers = PairBuffers::default();
         for pass_pairs in [1, 300, 5_000, pairs.len(), 300] {
-            let passes = write_posting_table(&vectors, 400, pass_pairs, &mut buffers);
+            let passes = write_posting_table(&vectors, flush_counts(&vectors), 400, pass_pairs, &mut buffers);
             assert_eq!(passes.keys, whole.keys, "{pass_pairs}");
             assert_eq!(passes.entries, whole.entries, "{pass_pairs}");
             assert_eq!(passes.data, whole.data, "{pass_pairs}");
