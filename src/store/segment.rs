@@ -512,7 +512,7 @@ fn build<'a>(
     // on all cores, a run of documents at a time: with a flush's tables
     // on every core, this part had been a tenth of a 200,000-page
     // word-3-shingle flush on one.
-    let runs: Vec<(crc32fast::Hasher, Vec<u8>, Vec<u32>)> = {
+    let runs: Vec<(crc32fast::Hasher, Vec<u8>, Vec<usize>)> = {
         let (docs_section, rest) = sections.split_at_mut(1);
         let mut freqs_left = rest[2].as_mut_slice();
         let mut parts = Vec::with_capacity(docs.len().div_ceil(PROLOGUE_RUN));
@@ -535,7 +535,7 @@ fn build<'a>(
                 // the vector is in the cache for its CRC (a pass of its
                 // own over every vector had been about 2% of a 1M
                 // word-3-shingle load, on one core at each flush's start).
-                let mut counts = vec![0u32; 1 << FLUSH_BUCKET_BITS];
+                let mut counts = vec![0usize; 1 << FLUSH_BUCKET_BITS];
                 let run_first = firsts[r * PROLOGUE_RUN];
                 for (i, doc) in run.iter().enumerate() {
                     let ordinal = r * PROLOGUE_RUN + i;
@@ -568,7 +568,7 @@ fn build<'a>(
     let mut counts = vec![0usize; 1 << FLUSH_BUCKET_BITS];
     for (_, escapes, run_counts) in &runs {
         sections[13].extend_from_slice(escapes);
-        counts.iter_mut().zip(run_counts).for_each(|(count, &n)| *count += n as usize);
+        counts.iter_mut().zip(run_counts).for_each(|(count, &n)| *count += n);
     }
     let hashes = borrow_hashes.then(|| {
         let crc = combined(runs.iter().map(|(crc, ..)| crc));
