@@ -3992,13 +3992,7 @@ mod tests {
         let config = SignatureConfig { similarity: Similarity::SetJaccard, ..SignatureConfig::word_shingles(3) };
         let options = IndexOptions { flush_threshold: 100_000, ..IndexOptions::default() };
         let index = Index::create_with(dir, config, options).unwrap();
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::store::roaring_view::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let mut pages = Vec::new();
         for n in 0..90u64 {
             let words: Vec<u64> = (0..30).map(|_| next() % 400).collect();

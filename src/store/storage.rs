@@ -276,13 +276,7 @@ mod tests {
     fn parts_are_written_one_after_another() {
         let dir = tempfile::tempdir().unwrap();
         let storage = FsStorage::new(dir.path());
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::store::roaring_view::xorshift(0x9e37_79b9_7f4a_7c15_u64);
         let owned: Vec<Vec<u8>> = (0..3_000)
             .map(|i| {
                 let len = match next() % 4 {
