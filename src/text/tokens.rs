@@ -240,11 +240,15 @@ impl Tokens {
     /// The lower-cased text when it already is its tokens joined by single
     /// spaces, as text given as tokens is (one space between tokens,
     /// nothing before the first or after the last): then the join is one
-    /// copy. `total` is the join's length plus one. The tokens ascend and
-    /// do not touch, so when the first starts the text, the last ends it
-    /// and the text is `total - 1` bytes long, one byte lies between each
-    /// two; a token holds no ASCII space, so when the text holds one
-    /// space fewer than tokens, each of those bytes is one.
+    /// copy. `total` is the join's length plus one. The tokens ascend
+    /// without overlapping, but may touch (an ideograph is a token of its
+    /// own, next to a word's). When the first starts the text, the last
+    /// ends it and the text is `total - 1` bytes long, the gaps between
+    /// tokens hold one byte fewer than tokens in all. A token holds no
+    /// ASCII space, so when the text holds that many spaces, every gap
+    /// byte is one; and when no two spaces are next to each other, no gap
+    /// holds two, so every gap holds exactly one (one gap of none and one
+    /// of two spaces, as in "中a 0  a", would otherwise pass).
     fn already_joined(&self, total: usize) -> Option<&[u8]> {
         let text = self.text.as_bytes();
         let body = text.get(..text.len().checked_sub(PADDING.len())?)?;
@@ -260,7 +264,11 @@ impl Tokens {
             .chunks(255)
             .map(|chunk| usize::from(chunk.iter().fold(0u8, |n, &b| n.wrapping_add(u8::from(b == b' ')))))
             .sum();
-        (spaces == self.spans.len() - 1).then_some(body)
+        if spaces != self.spans.len() - 1 {
+            return None;
+        }
+        // Two spaces in a row (memchr's SIMD search for a pair of bytes).
+        memchr::memmem::find(body, b"  ").is_none().then_some(body)
     }
 
     /// Writes token `i` into `out` at `at` (as [`move_token`] does, `out`
@@ -602,7 +610,17 @@ mod tests {
             let tokens = Tokens::from_text(given);
             assert_eq!(tokens.already_joined(total(&tokens)), Some(given.to_lowercase().as_bytes()), "{given:?}");
         }
-        for other in ["the quick,brown", " the quick", "the  quick", "the quick.", "\u{4e2d}\u{4e2d} a", "a\tb", ""] {
+        for other in [
+            "the quick,brown",
+            " the quick",
+            "the  quick",
+            "the quick.",
+            "\u{4e2d}\u{4e2d} a",
+            "\u{4e2d}a 0  a",
+            "a b  c d\u{4e2d}",
+            "a\tb",
+            "",
+        ] {
             let tokens = Tokens::from_text(other);
             assert_eq!(tokens.already_joined(total(&tokens)), None, "{other:?}");
             let mut out = Vec::new();
