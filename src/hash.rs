@@ -32,12 +32,12 @@ pub fn hash_bytes(bytes: &[u8], seed: u64) -> u64 {
 /// read.
 const SECRET: [u8; 192] = xxhash_rust::const_xxh3::const_custom_default_secret(0);
 
-/// The little-endian `u64` at `at` in `bytes`.
+/// Little-endian `u64` at `at`, or 0 past the end (callers check sizes
+/// first; this only keeps a wrong size from panicking). The segment
+/// reader's too.
 #[inline(always)]
-fn le_u64(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
+pub(crate) fn le_u64(bytes: &[u8], at: usize) -> u64 {
+    bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes)
 }
 
 /// XXH3's 64 × 64 → 128-bit product folded to 64 bits.

@@ -9,7 +9,7 @@ use roaring::RoaringBitmap;
 
 use super::error::IndexError;
 use super::roaring_view::RoaringView;
-use crate::hash::Fingerprint;
+use crate::hash::{le_u64, Fingerprint};
 use crate::similarity::{Overlap, Similarity, Threshold};
 use crate::vector::SignatureVector;
 
@@ -3512,10 +3512,6 @@ fn fingerprint_at(section: &[u8], i: usize) -> u128 {
 /// first; this only keeps a wrong size from panicking).
 fn le_u32(bytes: &[u8], at: usize) -> u32 {
     bytes.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes)
-}
-
-fn le_u64(bytes: &[u8], at: usize) -> u64 {
-    bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes)
 }
 
 /// The posting keys of a key range of a segment, each with the ordinal of
