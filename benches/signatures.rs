@@ -1,6 +1,6 @@
 //! Throughput of the signature layer on the real pages of `../shared/data`,
 //! one core: HTML to text, tokenising, SpotSigs, shingling, whole-document
-//! signing, and MinHash. Each byte-throughput stage is reported next to a
+//! signing, a page's vector from its hashes, and MinHash. Each byte-throughput stage is reported next to a
 //! baseline measured in the same run on the same bytes (UTF-8 validation,
 //! the cheapest pass over text there is), and MinHash next to classic
 //! MinHash (P hash evaluations per signature), so ratios are comparable
@@ -17,7 +17,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use neardex::hash::{derive_seed, hash_u64};
 use neardex::sketch::MinHasher;
 use neardex::text::{decode_html, html_to_text, Tokens};
-use neardex::{Scratch, SignatureConfig, Signer, DEFAULT_HASH_SEED};
+use neardex::{Scratch, SignatureConfig, SignatureVector, Signer, DEFAULT_HASH_SEED};
 
 struct Corpus {
     /// Every page's HTML, decoded to text once (the HTML stage's input).
@@ -119,6 +119,45 @@ fn text_stages(c: &mut Criterion) {
         b.iter(|| {
             for t in &given {
                 black_box(signer.sign_text_with(black_box(t), &mut scratch));
+            }
+        })
+    });
+    group.finish();
+
+    // A page's signature hashes made into its vector (sorted, each
+    // distinct hash with its count), against the library's sort of the
+    // same hashes; both copy the page's hashes into a kept buffer first.
+    let signer = Signer::new(SignatureConfig::word_shingles(3)).unwrap();
+    let mut scratch = Scratch::default();
+    let hashes: Vec<Vec<u64>> = corpus
+        .text
+        .iter()
+        .map(|t| {
+            let mut out = Vec::new();
+            signer.signature_hashes(t, &mut scratch, &mut out);
+            out
+        })
+        .collect();
+    let mut group = c.benchmark_group("vectors");
+    group.throughput(Throughput::Elements(hashes.iter().map(|h| h.len() as u64).sum()));
+    group.bench_function("baseline_sort_unstable", |b| {
+        let mut buffer = Vec::new();
+        b.iter(|| {
+            for h in &hashes {
+                buffer.clear();
+                buffer.extend_from_slice(h);
+                buffer.sort_unstable();
+                black_box(&buffer);
+            }
+        })
+    });
+    group.bench_function("from_hash_buffer_word_shingles_3", |b| {
+        let mut buffer = Vec::new();
+        b.iter(|| {
+            for h in &hashes {
+                buffer.clear();
+                buffer.extend_from_slice(h);
+                black_box(SignatureVector::from_hash_buffer(&mut buffer));
             }
         })
     });
