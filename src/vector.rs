@@ -26,8 +26,7 @@ impl SignatureVector {
     /// signing reuses one buffer for every document, and the vector gets two
     /// allocations of exactly its size instead of a series of regrowths.
     pub fn from_hash_buffer(hashes: &mut [u64]) -> Self {
-        sort_hashes(hashes);
-        let distinct = hashes.len() - hashes.windows(2).filter(|w| w[0] == w[1]).count();
+        let distinct = hashes.len() - sort_hashes(hashes);
         // Most vectors repeat no hash (a page's word shingles): a copy
         // with frequencies of 1.
         if distinct == hashes.len() {
@@ -162,30 +161,32 @@ std::thread_local! {
     static SORT_SCRATCH: std::cell::RefCell<(Vec<u32>, Vec<u64>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// Sorts `hashes` ascending. Signature hashes are spread evenly over
+/// Sorts `hashes` ascending and returns how many of them equal the one
+/// before them (the count less the distinct ones). Signature hashes are spread evenly over
 /// `u64`, so a vector of a few hundred (a page's word shingles) is sorted
 /// by one counting pass on the top bits, two to four buckets a hash, then
 /// an insertion pass that moves each hash only within its bucket: less
 /// than half a comparison sort's time. Short and very long vectors are sorted
 /// by comparison, and so is each bucket that holds more than a few hashes
 /// (a hash a page repeats, or a caller's own values that are not spread).
-fn sort_hashes(hashes: &mut [u64]) {
+fn sort_hashes(hashes: &mut [u64]) -> usize {
     let n = hashes.len();
-    if !(BUCKETED_MIN..=BUCKETED_MAX).contains(&n) {
+    let bucketed = (BUCKETED_MIN..=BUCKETED_MAX).contains(&n);
+    let repeats = bucketed
+        .then(|| {
+            SORT_SCRATCH.with(|cell| match cell.try_borrow_mut() {
+                Ok(mut scratch) => {
+                    let (starts, out) = &mut *scratch;
+                    Some(bucket_sort(hashes, starts, out))
+                }
+                Err(_) => None,
+            })
+        })
+        .flatten();
+    repeats.unwrap_or_else(|| {
         hashes.sort_unstable();
-        return;
-    }
-    let sorted = SORT_SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut scratch) => {
-            let (starts, out) = &mut *scratch;
-            bucket_sort(hashes, starts, out);
-            true
-        }
-        Err(_) => false,
-    });
-    if !sorted {
-        hashes.sort_unstable();
-    }
+        hashes.windows(2).filter(|w| w[0] == w[1]).count()
+    })
 }
 
 /// [`sort_hashes`] by buckets of the top ⌈log2 n⌉ + 1 bits, with the
@@ -197,7 +198,7 @@ fn sort_hashes(hashes: &mut [u64]) {
 /// a counting array of 4 KiB, still in the first-level cache (20,000
 /// vectors of random hashes: 6.2–6.4 ns a hash against 7.1–7.2 at 450,
 /// 6.0–6.2 against 6.4–6.6 at 600, the same at 300).
-fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) {
+fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) -> usize {
     let n = hashes.len();
     let bits = usize::BITS - (n - 1).leading_zeros() + 1;
     let shift = u64::BITS - bits;
@@ -226,19 +227,32 @@ fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) {
         // when the hashes are not spread.)
         sort_runs_longer_than(out, starts, BUCKET_CROWDED as usize);
     }
-    // Buckets are in order; within one, insertion.
-    insertion_pass(out, usize::MAX);
+    // Buckets are in order; within one, insertion, which counts the
+    // repeats as it goes (no pass of its own for them).
+    let repeats = match insertion_pass(out, usize::MAX) {
+        Some(repeats) => repeats,
+        // Not reached (no bound on the moves).
+        None => {
+            out.sort_unstable();
+            out.windows(2).filter(|w| w[0] == w[1]).count()
+        }
+    };
     hashes.copy_from_slice(out);
+    repeats
 }
 
 /// Insertion sort of `items`, for items that stand near their place (a
 /// counting scatter's runs, in order, each of a few items). Equal items
-/// keep their order and cost no move. Returns false as soon as it has
-/// moved items more than `most_moves` times, leaving them a permutation
-/// not yet in order (the caller sorts them another way).
+/// keep their order and cost no move. Returns how many items equal the
+/// one before them once sorted (an item placed after an equal one: equal
+/// items are placed next to each other, so each such item is counted
+/// once), or `None` as soon as it has moved items more than `most_moves`
+/// times, leaving them a permutation not yet in order (the caller sorts
+/// them another way).
 #[inline]
-pub(crate) fn insertion_pass<T: Ord + Copy>(items: &mut [T], most_moves: usize) -> bool {
+pub(crate) fn insertion_pass<T: Ord + Copy>(items: &mut [T], most_moves: usize) -> Option<usize> {
     let mut moved = 0usize;
+    let mut repeats = 0usize;
     for i in 1..items.len() {
         let item = items[i];
         let mut j = i;
@@ -247,12 +261,13 @@ pub(crate) fn insertion_pass<T: Ord + Copy>(items: &mut [T], most_moves: usize) 
             j -= 1;
         }
         items[j] = item;
+        repeats += usize::from(j > 0 && items[j - 1] == item);
         moved += i - j;
         if moved > most_moves {
-            return false;
+            return None;
         }
     }
-    true
+    Some(repeats)
 }
 
 #[cfg(test)]
@@ -260,9 +275,9 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        /// The bucketed sort is a sort, for hashes spread over `u64`,
-        /// crowded in a few buckets, or repeated, at every length around
-        /// its bounds.
+        /// The bucketed sort is a sort, and counts the hashes that repeat
+        /// the one before them, for hashes spread over `u64`, crowded in a
+        /// few buckets, or repeated, at every length around its bounds.
         #[test]
         fn hashes_are_sorted_whatever_their_spread(
             spread in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..1200),
@@ -271,10 +286,12 @@ mod tests {
         ) {
             for input in [spread.clone(), small.clone(), [spread.clone(), small].concat(), spread.repeat(repeats)] {
                 let mut sorted = input.clone();
-                sort_hashes(&mut sorted);
+                let repeats = sort_hashes(&mut sorted);
                 let mut expected = input;
                 expected.sort_unstable();
-                proptest::prop_assert_eq!(sorted, expected);
+                proptest::prop_assert_eq!(&sorted, &expected);
+                expected.dedup();
+                proptest::prop_assert_eq!(repeats, sorted.len() - expected.len());
             }
         }
     }
@@ -330,8 +347,10 @@ mod tests {
         for mut input in [crowded, repeated, ends, bound] {
             let mut expected = input.clone();
             expected.sort_unstable();
-            sort_hashes(&mut input);
+            let repeats = sort_hashes(&mut input);
             assert_eq!(input, expected);
+            expected.dedup();
+            assert_eq!(repeats, input.len() - expected.len());
         }
     }
 

@@ -1519,7 +1519,7 @@ fn sort_by_groups(src: &[Pair], dst: &mut [Pair], shared: u32, groups: &mut Vec<
     let shift = 64 - shared - bits;
     let mask = (1u64 << bits) - 1;
     scatter_by(src, dst, 1 << bits, |key| ((key >> shift) & mask) as usize, groups);
-    if !crate::vector::insertion_pass(dst, n * INSERTION_MOVES) {
+    if crate::vector::insertion_pass(dst, n * INSERTION_MOVES).is_none() {
         dst.sort_unstable();
     }
 }
