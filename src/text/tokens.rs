@@ -324,7 +324,13 @@ const BLOCK: usize = PADDING.len();
 /// predecessor counts as a word byte) takes the chunk's first end; one
 /// still open at the chunk's end stays open. Positions past `u32` (text of
 /// more than 4 GiB) make no span.
-fn scan_ascii(stretch: &[u8], base: usize, open: &mut Option<u32>, spans: &mut Vec<(u32, u32)>) {
+fn scan_ascii(stretch: &[u8], base: usize, open_token: &mut Option<u32>, token_spans: &mut Vec<(u32, u32)>) {
+    // Worked on as locals and put back at the end: pushing through the
+    // caller's `&mut Vec` stored its length to memory and loaded it again
+    // at every token, since a store into its buffer might, for all the
+    // compiler knew, have changed it.
+    let mut spans = std::mem::take(token_spans);
+    let mut open = *open_token;
     for (chunk_index, chunk) in stretch.chunks(64).enumerate() {
         let mask = word_mask(chunk);
         let chunk_base = base + chunk_index * 64;
@@ -338,12 +344,12 @@ fn scan_ascii(stretch: &[u8], base: usize, open: &mut Option<u32>, spans: &mut V
             *ends &= ends.wrapping_sub(1);
             end
         };
-        if let Some(start) = *open {
+        if let Some(start) = open {
             let Some(end) = next_end(&mut ends) else {
                 // The open token runs through the whole chunk.
                 continue;
             };
-            *open = None;
+            open = None;
             if let Ok(end) = u32::try_from(end) {
                 spans.push((start, end));
             }
@@ -357,11 +363,13 @@ fn scan_ascii(stretch: &[u8], base: usize, open: &mut Option<u32>, spans: &mut V
                         spans.push((start, end));
                     }
                 }
-                (Ok(start), None) => *open = Some(start),
+                (Ok(start), None) => open = Some(start),
                 (Err(_), _) => {}
             }
         }
     }
+    *open_token = open;
+    *token_spans = spans;
 }
 
 /// Bit `j` is set when byte `j` of `chunk` (at most 64 bytes, lower-cased
