@@ -1,10 +1,11 @@
 //! Throughput of the signature layer on the real pages of `../shared/data`,
 //! one core: HTML to text, tokenising, SpotSigs, shingling, whole-document
-//! signing, a page's vector from its hashes, and MinHash. Each byte-throughput stage is reported next to a
-//! baseline measured in the same run on the same bytes (UTF-8 validation,
-//! the cheapest pass over text there is), and MinHash next to classic
-//! MinHash (P hash evaluations per signature), so ratios are comparable
-//! across noisy machines.
+//! signing, a page's vector from its hashes, and MinHash. Each
+//! byte-throughput stage is reported next to a baseline measured in the
+//! same run on the same bytes (UTF-8 validation, the cheapest pass over
+//! text there is), the vectors next to the library's sort of the same
+//! hashes, and MinHash next to classic MinHash (P hash evaluations per
+//! signature), so ratios are comparable across noisy machines.
 //!
 //! Run: `cargo bench --bench signatures`
 

@@ -27,8 +27,7 @@ impl SignatureVector {
     /// allocations of exactly its size instead of a series of regrowths.
     pub fn from_hash_buffer(hashes: &mut [u64]) -> Self {
         let distinct = hashes.len() - sort_hashes(hashes);
-        // Most vectors repeat no hash (a page's word shingles): a copy
-        // with frequencies of 1.
+        // A vector that repeats no hash: a copy with frequencies of 1.
         if distinct == hashes.len() {
             return SignatureVector { hashes: hashes.to_vec(), freqs: vec![1; distinct] };
         }
@@ -162,13 +161,15 @@ std::thread_local! {
 }
 
 /// Sorts `hashes` ascending and returns how many of them equal the one
-/// before them (the count less the distinct ones). Signature hashes are spread evenly over
-/// `u64`, so a vector of a few hundred (a page's word shingles) is sorted
-/// by one counting pass on the top bits, two to four buckets a hash, then
-/// an insertion pass that moves each hash only within its bucket: less
-/// than half a comparison sort's time. Short and very long vectors are sorted
-/// by comparison, and so is each bucket that holds more than a few hashes
-/// (a hash a page repeats, or a caller's own values that are not spread).
+/// before them (the count less the distinct ones). Signature hashes are
+/// spread evenly over `u64`, so a vector of a few hundred (a page's word
+/// shingles) is sorted by one counting pass on the top bits, two to four
+/// buckets a hash, then an insertion pass that moves each hash only
+/// within its bucket (and counts the repeats): less than half a
+/// comparison sort's time. Short and very long vectors are sorted by
+/// comparison, and so is each bucket that holds more than a few hashes
+/// (a hash a page repeats, or a caller's own values that are not
+/// spread); their repeats are counted in a pass of their own.
 fn sort_hashes(hashes: &mut [u64]) -> usize {
     let n = hashes.len();
     let bucketed = (BUCKETED_MIN..=BUCKETED_MAX).contains(&n);
