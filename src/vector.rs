@@ -171,23 +171,18 @@ std::thread_local! {
 /// (a hash a page repeats, or a caller's own values that are not
 /// spread); their repeats are counted in a pass of their own.
 fn sort_hashes(hashes: &mut [u64]) -> usize {
-    let n = hashes.len();
-    let bucketed = (BUCKETED_MIN..=BUCKETED_MAX).contains(&n);
-    let repeats = bucketed
-        .then(|| {
-            SORT_SCRATCH.with(|cell| match cell.try_borrow_mut() {
-                Ok(mut scratch) => {
-                    let (starts, out) = &mut *scratch;
-                    Some(bucket_sort(hashes, starts, out))
-                }
-                Err(_) => None,
-            })
-        })
-        .flatten();
-    repeats.unwrap_or_else(|| {
-        hashes.sort_unstable();
-        hashes.windows(2).filter(|w| w[0] == w[1]).count()
-    })
+    if (BUCKETED_MIN..=BUCKETED_MAX).contains(&hashes.len()) {
+        let bucketed = SORT_SCRATCH.with(|cell| {
+            let mut scratch = cell.try_borrow_mut().ok()?;
+            let (starts, out) = &mut *scratch;
+            bucket_sort(hashes, starts, out)
+        });
+        if let Some(repeats) = bucketed {
+            return repeats;
+        }
+    }
+    hashes.sort_unstable();
+    hashes.windows(2).filter(|w| w[0] == w[1]).count()
 }
 
 /// [`sort_hashes`] by buckets of the top ⌈log2 n⌉ + 1 bits, with the
@@ -198,8 +193,9 @@ fn sort_hashes(hashes: &mut [u64]) -> usize {
 /// mispredicted about 200 times a page; twice the buckets halve them for
 /// a counting array of 4 KiB, still in the first-level cache (20,000
 /// vectors of random hashes: 6.2–6.4 ns a hash against 7.1–7.2 at 450,
-/// 6.0–6.2 against 6.4–6.6 at 600, the same at 300).
-fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) -> usize {
+/// 6.0–6.2 against 6.4–6.6 at 600, the same at 300). Returns the repeats
+/// ([`sort_hashes`]).
+fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) -> Option<usize> {
     let n = hashes.len();
     let bits = usize::BITS - (n - 1).leading_zeros() + 1;
     let shift = u64::BITS - bits;
@@ -229,17 +225,12 @@ fn bucket_sort(hashes: &mut [u64], starts: &mut Vec<u32>, out: &mut Vec<u64>) ->
         sort_runs_longer_than(out, starts, BUCKET_CROWDED as usize);
     }
     // Buckets are in order; within one, insertion, which counts the
-    // repeats as it goes (no pass of its own for them).
-    let repeats = match insertion_pass(out, usize::MAX) {
-        Some(repeats) => repeats,
-        // Not reached (no bound on the moves).
-        None => {
-            out.sort_unstable();
-            out.windows(2).filter(|w| w[0] == w[1]).count()
-        }
-    };
+    // repeats as it goes (no pass of its own for them). It has no bound
+    // on its moves, so it always gives them; were it not to, `hashes`,
+    // untouched, would go to `sort_hashes`'s comparison sort.
+    let repeats = insertion_pass(out, usize::MAX)?;
     hashes.copy_from_slice(out);
-    repeats
+    Some(repeats)
 }
 
 /// Insertion sort of `items`, for items that stand near their place (a
