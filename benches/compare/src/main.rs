@@ -181,10 +181,9 @@ impl Docs {
         while out.len() < n {
             let mut doc = Vec::new();
             if self.lines {
-                if self.reader.read_until(b'\n', &mut doc).unwrap_or(0) == 0 {
+                if !self.line(&mut doc) {
                     break;
                 }
-                doc.pop();
             } else {
                 let mut len = [0u8; 4];
                 if self.reader.read_exact(&mut len).is_err() {
@@ -197,6 +196,30 @@ impl Docs {
             self.next += 1;
         }
         out
+    }
+
+    /// The next line into `doc`, without its newline; false at the end.
+    /// The newline is found with the memchr crate's vector search:
+    /// `BufRead::read_until` searches a word at a time, and took a third
+    /// of the reader thread's time in a 1M load (1.7% of its samples).
+    fn line(&mut self, doc: &mut Vec<u8>) -> bool {
+        let mut read = false;
+        loop {
+            let Ok(buffered) = self.reader.fill_buf() else { return read };
+            if buffered.is_empty() {
+                return read;
+            }
+            read = true;
+            let (taken, done) = match memchr::memchr(b'\n', buffered) {
+                Some(end) => (end, true),
+                None => (buffered.len(), false),
+            };
+            doc.extend_from_slice(&buffered[..taken]);
+            self.reader.consume(taken + usize::from(done));
+            if done {
+                return true;
+            }
+        }
     }
 }
 
