@@ -74,6 +74,7 @@ fn warc_parse_corpus() {
     replay("warc_parse", neardex::fuzz_support::warc_parse);
 }
 
+#[cfg(feature = "jsonl")]
 #[test]
 fn jsonl_parse_corpus() {
     replay("jsonl_parse", neardex::fuzz_support::jsonl_parse);
