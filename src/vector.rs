@@ -286,9 +286,7 @@ mod tests {
                 proptest::prop_assert_eq!(repeats, sorted.len() - expected.len());
             }
         }
-    }
 
-    proptest::proptest! {
         /// A vector holds each distinct hash once, ascending, with the
         /// number of times the input holds it: against a count in a map,
         /// for hashes spread, crowded, repeated or both.
