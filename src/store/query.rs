@@ -280,9 +280,9 @@ impl Ranks {
             if present & (1 << class) == 0 {
                 continue;
             }
-            let members = signatures.clone().zip(&counts).filter(|&(_, &count)| count == class).map(|(s, _)| s);
             if class == 0 {
                 // No segment holds these: no ranks are needed for them.
+                let members = signatures.clone().zip(&counts).filter(|&(_, &count)| count == 0).map(|(s, _)| s);
                 for (hash, weight) in members {
                     if enough(visited) {
                         break;
@@ -292,8 +292,19 @@ impl Ranks {
                 }
                 continue;
             }
+            // The class's members gathered with no branch on which they
+            // are (a signature's count follows no order): each written,
+            // the end moved on by whether it is one.
             classed.clear();
-            classed.extend(members);
+            classed.resize(counts.len(), (0, 0));
+            let mut members = 0;
+            for (signature, &count) in signatures.clone().zip(&counts) {
+                if let Some(slot) = classed.get_mut(members) {
+                    *slot = signature;
+                }
+                members += usize::from(count == class);
+            }
+            classed.truncate(members);
             buffers.order = order;
             let before = buffers.order.len();
             order = self.rank_into(&classed, visited, &enough, &mut buffers);
