@@ -825,22 +825,22 @@ impl SharedSignatures {
                             // rules it out, or the member of a list no other
                             // source has that comes last in that order (none
                             // known for the pending documents).
-                            *last = if last_in_order.staged() || !matches!(source, KeySource::Segment(_)) {
-                                // With no branch on the key's kind: the
-                                // list's holder, if one was read for it.
-                                let reads = only.is_none() & held & !again;
-                                let read_last = holders.get(listed).copied().flatten().filter(|_| reads);
-                                listed += usize::from(reads);
-                                only.or(read_last).filter(|_| !(held & again))
-                            } else {
-                                match (held && again, only) {
+                            *last = match source {
+                                // Under the multiset measures the list's
+                                // last ordinal, read here.
+                                KeySource::Segment(segment) if !last_in_order.staged() => match (held && again, only) {
                                     (true, _) => None,
                                     (false, Some(ordinal)) => Some(ordinal),
                                     (false, None) if !held => None,
-                                    (false, None) => match source {
-                                        KeySource::Segment(segment) => last_in_order.last_ordinal(segment, index)?,
-                                        KeySource::Sorted(_) => None,
-                                    },
+                                    (false, None) => last_in_order.last_ordinal(segment, index)?,
+                                },
+                                // With no branch on the key's kind: the
+                                // list's holder, if one was read for it.
+                                _ => {
+                                    let reads = only.is_none() & held & !again;
+                                    let read_last = holders.get(listed).copied().flatten().filter(|_| reads);
+                                    listed += usize::from(reads);
+                                    only.or(read_last).filter(|_| !(held & again))
                                 }
                             };
                             super::mmap::prefetch_line(counts, last.map_or(0, |ordinal| ordinal as usize));
