@@ -2985,7 +2985,11 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let (offsets, width) = (self.section(offsets_kind), self.entry_width());
         for (_, range) in &ranges {
             if let Some(range) = range.as_ref().filter(|r| !r.is_empty()) {
+                // A bucket of 8 to 16 keys of 5 to 8 bytes spans two
+                // lines as often as one: its last key's line too (the
+                // scan had waited for that one alone).
                 keys.prefetch(range.start);
+                keys.prefetch(range.end - 1);
                 super::mmap::prefetch_line(offsets, range.start * width);
             }
         }
@@ -3069,7 +3073,12 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let data = self.section(data);
         for entry in entries {
             if let TableEntry::List { offset, .. } = entry {
-                super::mmap::prefetch_line(data, usize::try_from(offset).unwrap_or(usize::MAX));
+                // And the line 32 bytes on: a packed list of a few
+                // ordinals crosses into it as often as not, and a bitmap's
+                // header runs on into it.
+                let at = usize::try_from(offset).unwrap_or(usize::MAX);
+                super::mmap::prefetch_line(data, at);
+                super::mmap::prefetch_line(data, at.saturating_add(32));
             }
         }
     }
