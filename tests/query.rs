@@ -748,23 +748,61 @@ proptest! {
         for &(of, drop, hash, stage) in &copies {
             docs.push((near_copy(&originals[of % originals.len()], drop, hash), stage));
         }
-        for stage in 0..3u8 {
-            let mut w = index.writer().unwrap();
-            for (n, (vector, _)) in docs.iter().enumerate().filter(|(_, d)| d.1 == stage) {
-                let signature = signature_of(&config, vector.clone(), n as u64);
-                w.insert(&n.to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
-            }
-            w.commit().unwrap();
-            if stage < 2 {
-                index.flush().unwrap();
-            }
-        }
-        let s = index.searcher().unwrap();
-        let ids: Vec<u64> = (0..docs.len()).map(|n| s.get(&n.to_string()).unwrap().unwrap().id).collect();
+        let (s, ids) = insert_by_stage(&index, &config, &docs, 3);
         let indexed: Vec<(u64, &SignatureVector)> = ids.iter().copied().zip(docs.iter().map(|d| &d.0)).collect();
         let tau = Threshold::from_ppb(ppb).unwrap();
         let (got, expected) = join_and_oracle(&s, &indexed, measure, tau);
         prop_assert_eq!(got, expected);
+    }
+
+    /// Pages of hundreds of signatures, near-duplicates within a segment
+    /// and across three segments and the pending documents, with
+    /// signatures common to many of them in every segment: a probe's order
+    /// then reads its signatures in blocks, and stops reading once those
+    /// read reach the cut with look-ups in one segment at most (the rest
+    /// left unprocessed). Its pairs, bounded or not, are the oracle's.
+    #[test]
+    fn self_join_of_long_pages_across_segments_equals_the_oracle(
+        originals in prop::collection::vec((150usize..400, 0u64..1 << 20), 2..8),
+        copies in prop::collection::vec((0usize..8, 2usize..40, 0u8..4), 1..12),
+        set in any::<bool>(),
+        ppb in 600_000_000u32..=950_000_000,
+    ) {
+        let measure = if set { Similarity::SetJaccard } else { Similarity::MultisetJaccard };
+        let (_dir, index, config) = index_flushed_by_hand(measure);
+        // Signatures spread over the hash space as real ones are (the
+        // join's filters pick their words by the top bits): a bijection.
+        let spread = |x: u64| x.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+        // Each original: signatures of its own, and a fifth from 60 that
+        // every page draws from (lists in every segment).
+        let page = |k: usize, len: usize, seed: u64| {
+            SignatureVector::from_pairs((0..len as u64).map(|i| {
+                let common = (seed.wrapping_mul(0x9E37_79B9) ^ i.wrapping_mul(0xBF58_476D)).is_multiple_of(5);
+                let hash = if common { 0xC0_0000 + (seed + i) % 60 } else { (k as u64 + 1) << 32 | i };
+                (spread(hash), 1 + u32::from(i % 7 == 0))
+            }))
+        };
+        let mut docs: Vec<(SignatureVector, u8)> =
+            originals.iter().enumerate().map(|(k, &(len, seed))| (page(k, len, seed), (k % 4) as u8)).collect();
+        for (c, &(of, every, stage)) in copies.iter().enumerate() {
+            // Every `every`-th signature replaced by one nobody else holds.
+            let original = &docs[of % originals.len()].0;
+            let pairs = original.iter().enumerate().map(|(i, (hash, freq))| {
+                if i % every == 0 { (spread(0xD0_0000_0000 + (c * 1000 + i) as u64), 1) } else { (hash, freq) }
+            });
+            docs.push((SignatureVector::from_pairs(pairs.collect::<Vec<_>>()), stage));
+        }
+        // Stages 0 to 2 end in a flush (three segments), stage 3 stays
+        // pending.
+        let (s, ids) = insert_by_stage(&index, &config, &docs, 4);
+        let indexed: Vec<(u64, &SignatureVector)> = ids.iter().copied().zip(docs.iter().map(|d| &d.0)).collect();
+        let tau = Threshold::from_ppb(ppb).unwrap();
+        let (got, expected) = join_and_oracle(&s, &indexed, measure, tau);
+        prop_assert_eq!(&got, &expected);
+        let mut bounded = Vec::new();
+        neardex::fuzz_support::self_join_deferred(&s, tau, 4096, |p| bounded.push(p)).unwrap();
+        bounded.sort_unstable_by_key(|p| (p.a, p.b));
+        prop_assert_eq!(bounded, expected);
     }
 
     /// In one segment with nothing pending (after `optimize`), the
@@ -1092,6 +1130,32 @@ fn join_and_oracle(
     got.sort_unstable_by_key(|p| (p.a, p.b));
     expected.sort_unstable_by_key(|p| (p.a, p.b));
     (got, expected)
+}
+
+/// Inserts each document of `docs` (keyed by its position) in the stage
+/// it names, `0..stages`, one commit a stage, each but the last flushed
+/// (a segment each; the last stage's documents stay pending); returns a
+/// searcher and each document's id.
+fn insert_by_stage(
+    index: &Index,
+    config: &neardex::SignatureConfig,
+    docs: &[(SignatureVector, u8)],
+    stages: u8,
+) -> (neardex::store::Searcher, Vec<u64>) {
+    for stage in 0..stages {
+        let mut w = index.writer().unwrap();
+        for (n, (vector, _)) in docs.iter().enumerate().filter(|(_, d)| d.1 == stage) {
+            let signature = signature_of(config, vector.clone(), n as u64);
+            w.insert(&n.to_string(), Document::Signatures(&signature), Metadata::default()).unwrap();
+        }
+        w.commit().unwrap();
+        if stage + 1 < stages {
+            index.flush().unwrap();
+        }
+    }
+    let s = index.searcher().unwrap();
+    let ids = (0..docs.len()).map(|n| s.get(&n.to_string()).unwrap().unwrap().id).collect();
+    (s, ids)
 }
 
 /// A new index under `measure` that flushes only when told to.

@@ -127,7 +127,12 @@ impl Ranks {
     /// part of it (enough already). With `by_segments` (two or more
     /// segments), the probe's other signatures are ordered by the
     /// segments its masks name, fewest first, as
-    /// [`Ranks::order_by_segments`] orders a single query's.
+    /// [`Ranks::order_by_segments`] orders a single query's; and once the
+    /// blocks read so far hold enough weight, with the signatures held by
+    /// none, in signatures one segment at most holds, the rest are never
+    /// read (the order reaches `enough` with the look-ups it would have
+    /// started with, and signatures left out of it only count as not
+    /// processed).
     fn order(
         &self,
         query: &SignatureVector,
@@ -159,6 +164,9 @@ impl Ranks {
         }
         let mut held_by_none = 0;
         let mut kept = 0;
+        // The kept signatures' weight that one segment at most holds (the
+        // cheapest look-ups, which the order puts first).
+        let mut cheap = 0;
         // With the join's blocks and segments to order by, each kept
         // signature's count of segments is read from the line its filter
         // word came in ([`JoinBlocks`]), into `counts`.
@@ -195,6 +203,7 @@ impl Ranks {
                 let (hash, weight) = signatures[i];
                 let may = KeyFilter::admits(word, hash);
                 held_by_none += if may { 0 } else { weight };
+                cheap += if may & (named <= 1) { weight } else { 0 };
                 signatures[kept] = (hash, weight);
                 if let Some(count) = counts.get_mut(kept) {
                     *count = named;
@@ -205,6 +214,14 @@ impl Ranks {
                 buffers.counts = counts;
                 buffers.give_back();
                 return (Vec::new(), held_by_none);
+            }
+            // The signatures read so far reach the cut with look-ups in
+            // one segment at most: the rest are never read. Any order
+            // whose weight reaches the cut gives the same answer (the
+            // ones left out count as unprocessed), and these are the
+            // look-ups the whole order would start with.
+            if joined.is_some() && enough(held_by_none + cheap) {
+                break;
             }
         }
         signatures.truncate(kept);
