@@ -3123,8 +3123,22 @@ impl Searcher {
     ) -> Result<Vec<(usize, Match)>, IndexError> {
         let measure = self.signer.config().similarity;
         let Some(&(_, _, first)) = run.first() else { return Ok(Vec::new()) };
-        let vector = self.probe_vector(probes[first.probe], segments)?;
         let mut out = Vec::new();
+        // Under set Jaccard a stored probe's hashes are merged where they
+        // are: no vector is built for its run.
+        let (position, ordinal) = probes[first.probe].place;
+        if let (Similarity::SetJaccard, Some(held)) = (measure, segments.get(position as usize)) {
+            let probe_entry = held.segment.entry(ordinal)?;
+            for &(_, _, d) in run {
+                let Some(loaded) = segments.get(d.position as usize) else { continue };
+                let entry = loaded.segment.entry(d.ordinal)?;
+                if let Some(overlap) = loaded.segment.overlap_reaching_stored(entry, &held.segment, probe_entry, tau)? {
+                    out.push((d.probe, Match { id: entry.id, overlap }));
+                }
+            }
+            return Ok(out);
+        }
+        let vector = self.probe_vector(probes[first.probe], segments)?;
         for &(_, _, d) in run {
             let Some(loaded) = segments.get(d.position as usize) else { continue };
             let entry = loaded.segment.entry(d.ordinal)?;

@@ -2693,9 +2693,32 @@ impl<B: AsRef<[u8]>> Segment<B> {
         measure: Similarity,
         tau: Option<Threshold>,
     ) -> Result<Option<Overlap>, IndexError> {
+        let (qh, qf) = (query.hashes(), query.freqs());
+        let n = qh.len().min(qf.len());
+        let a = (query.total(), query.distinct());
+        Ok(self.merge(entry, &qh[..n], &qf[..n], a, measure, tau)?.0)
+    }
+
+    /// [`Segment::intersect`] of a query whose hashes are `qh` (of
+    /// [`MergeHashes`]) and frequencies `qf` (read only under the
+    /// weighing measures), of (|x|, distinct count) `a`; also how many of
+    /// `qh` it compared (those it passed, and the one it stopped at), for
+    /// a caller to check the order of stored ones. Inlined into its two
+    /// callers, which cut `qh` and `qf` to one length (or pass no `qf`
+    /// under set Jaccard), so that its steps carry no bounds checks.
+    #[inline(always)]
+    fn merge<Q: MergeHashes + ?Sized>(
+        &self,
+        entry: SegmentEntry,
+        qh: &Q,
+        qf: &[u32],
+        a: (u64, u64),
+        measure: Similarity,
+        tau: Option<Threshold>,
+    ) -> Result<(Option<Overlap>, usize), IndexError> {
         let (first, distinct) = (entry.first as usize, entry.distinct as usize);
         let stored = self.stored_hashes(first, distinct)?;
-        let (a, b) = ((query.total(), query.distinct()), (entry.length, distinct as u64));
+        let b = (entry.length, distinct as u64);
         let weighed = measure != Similarity::SetJaccard;
         // The budgets: each side's length under the measure less the least
         // intersection (none: no limit). Under the weighing measures the
@@ -2704,14 +2727,12 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let (mut spare_q, mut spare_d) = match tau {
             None => (u64::MAX, u64::MAX),
             Some(tau) => match measure.least_intersection(tau, a, b) {
-                None => return Ok(None),
+                None => return Ok((None, 0)),
                 Some(least) if weighed => (a.0 - least, u64::MAX),
                 Some(least) => (a.1 - least, b.1 - least),
             },
         };
-        let (qh, qf) = (query.hashes(), query.freqs());
-        let n = qh.len().min(qf.len());
-        let (qh, qf) = (&qh[..n], &qf[..n]);
+        let n = qh.len();
         // Under the weighing measures, one byte a frequency (format 3 on):
         // zero is an escape, read (or refused) off the merge's path.
         let bytes = if weighed && self.version >= 3 { self.freqs_of(first, distinct) } else { &[] };
@@ -2720,7 +2741,7 @@ impl<B: AsRef<[u8]>> Segment<B> {
         let (mut min_sum, mut shared) = (0u64, 0u64);
         let mut short = false;
         while i < n && j < stored.len() {
-            let (h, g) = (qh[i], u64::from_le_bytes(stored[j]));
+            let (h, g) = (qh.hash(i), u64::from_le_bytes(stored[j]));
             if h < g {
                 let lost = if weighed { u64::from(qf[i]) } else { 1 };
                 let Some(left) = spare_q.checked_sub(lost) else {
@@ -2754,13 +2775,44 @@ impl<B: AsRef<[u8]>> Segment<B> {
         }
         // The hashes the merge compared: those it passed, and the one it
         // stopped at.
-        let read = &stored[..(j + 1).min(stored.len())];
+        self.check_ascending(first, &stored[..(j + 1).min(stored.len())])?;
+        Ok(((!short).then(|| measure.of_intersection(min_sum, shared, a, b)), (i + 1).min(n)))
+    }
+
+    /// Whether `read`, stored hashes from vector entry `first` on, ascend
+    /// (one pass with no branch on each pair); the first that does not is
+    /// the error.
+    fn check_ascending(&self, first: usize, read: &[[u8; 8]]) -> Result<(), IndexError> {
         let ascending = read.windows(2).fold(true, |ok, w| ok & (u64::from_le_bytes(w[0]) < u64::from_le_bytes(w[1])));
         if !ascending {
             let at = read.windows(2).position(|w| u64::from_le_bytes(w[0]) >= u64::from_le_bytes(w[1])).unwrap_or(0);
             return Err(self.corrupted(SectionKind::Hashes, (first + at + 1) * 8, "vector not strictly sorted"));
         }
-        Ok((!short).then(|| measure.of_intersection(min_sum, shared, a, b)))
+        Ok(())
+    }
+
+    /// [`Segment::overlap_reaching`] under set Jaccard of the document at
+    /// `probe_entry` of `probe` (a segment, this one or another), its
+    /// hashes merged where they are stored: no vector is built (a bounded
+    /// self-join's deferred verifications had built each probe's again,
+    /// a fifth of their time).
+    ///
+    /// # Errors
+    /// As [`Segment::overlap`], for either vector as far as the merge
+    /// reads it.
+    pub fn overlap_reaching_stored(
+        &self,
+        entry: SegmentEntry,
+        probe: &Segment<B>,
+        probe_entry: SegmentEntry,
+        tau: Threshold,
+    ) -> Result<Option<Overlap>, IndexError> {
+        let (first, distinct) = (probe_entry.first as usize, probe_entry.distinct as usize);
+        let hashes = probe.stored_hashes(first, distinct)?;
+        let a = (distinct as u64, distinct as u64);
+        let (overlap, read) = self.merge(entry, hashes, &[], a, Similarity::SetJaccard, Some(tau))?;
+        probe.check_ascending(first, &hashes[..read])?;
+        Ok(overlap.filter(|overlap| overlap.meets(tau)))
     }
 
     /// Asks for each document's docs entry, then for every cache line of
@@ -3464,6 +3516,36 @@ pub(crate) fn with_fresh_checksums(bytes: &[u8]) -> Option<Vec<u8>> {
 
 /// Binary search: the first index in `[lo, hi)` that is not `below`, or
 /// `hi` (`below` must hold on a prefix of the range).
+/// A query's hashes as [`Segment::merge`] reads them: a vector's, or a
+/// stored vector's in place (little-endian bytes).
+trait MergeHashes {
+    fn len(&self) -> usize;
+    /// Hash `i`, below [`MergeHashes::len`].
+    fn hash(&self, i: usize) -> u64;
+}
+
+impl MergeHashes for [u64] {
+    fn len(&self) -> usize {
+        <[u64]>::len(self)
+    }
+
+    #[inline]
+    fn hash(&self, i: usize) -> u64 {
+        self[i]
+    }
+}
+
+impl MergeHashes for [[u8; 8]] {
+    fn len(&self) -> usize {
+        <[[u8; 8]]>::len(self)
+    }
+
+    #[inline]
+    fn hash(&self, i: usize) -> u64 {
+        u64::from_le_bytes(self[i])
+    }
+}
+
 fn first_not_below(mut lo: usize, mut hi: usize, below: impl Fn(usize) -> bool) -> usize {
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
@@ -4572,6 +4654,15 @@ mod tests {
                     let reaching = seg.overlap_reaching(entry, &query, measure, tau).unwrap();
                     prop_assert_eq!(reaching, Some(exact).filter(|o| o.meets(tau)), "{:?} at {:?}", measure, tau);
                 }
+                // Each stored vector as the probe, merged in place under
+                // set Jaccard.
+                for (p, probe) in vectors.iter().enumerate() {
+                    let probe_entry = seg.entry(seg.ordinal_of(p as u64 + 1).unwrap().unwrap()).unwrap();
+                    let exact = Similarity::SetJaccard.overlap(probe, vector);
+                    let entry = seg.entry(ordinal).unwrap();
+                    let reaching = seg.overlap_reaching_stored(entry, &seg, probe_entry, tau).unwrap();
+                    prop_assert_eq!(reaching, Some(exact).filter(|o| o.meets(tau)), "probe {} at {:?}", p, tau);
+                }
             }
         }
     }
@@ -4597,6 +4688,39 @@ mod tests {
         let seg = Segment::parse(damaged.as_slice(), "seg").unwrap();
         let query = SignatureVector::from_pairs([(3, 1), (9, 1), (12, 1)]);
         let err = seg.overlap(0, &query, Similarity::MultisetJaccard).unwrap_err();
+        assert!(err.to_string().contains("vector not strictly sorted"), "{err}");
+    }
+
+    /// A stored probe whose hashes do not ascend is a typed error when its
+    /// candidate's vector is sound ([`Segment::overlap_reaching_stored`]).
+    #[test]
+    fn an_unsorted_stored_probe_is_corruption() {
+        let vector = |pairs: &[(u64, u32)]| SignatureVector::from_pairs(pairs.iter().copied());
+        let docs = vec![
+            SegmentDoc {
+                id: 1,
+                vector: vector(&[(3, 1), (5, 1), (9, 1), (12, 1)]),
+                band_keys: vec![],
+                fingerprint: fp(1),
+            },
+            SegmentDoc { id: 2, vector: vector(&[(3, 1), (9, 1), (12, 1)]), band_keys: vec![], fingerprint: fp(2) },
+        ];
+        let bytes = build_segment(3, 0, docs);
+        let seg = Segment::parse(bytes.as_slice(), "seg").unwrap();
+        let probe = seg.entry(seg.ordinal_of(1).unwrap().unwrap()).unwrap();
+        let candidate = seg.entry(seg.ordinal_of(2).unwrap().unwrap()).unwrap();
+        let tau = Threshold::from_ppb(1).unwrap();
+        let sound = seg.overlap_reaching_stored(candidate, &seg, probe, tau).unwrap();
+        assert_eq!(sound, Some(Overlap { num: 3, den: 4 }));
+        // The probe's 5 and 9 swapped: 3, 9, 5, 12.
+        let (hashes, _, _) = seg.sections[SectionKind::Hashes as usize - 1];
+        let at = hashes + probe.first as usize * 8;
+        let mut damaged = bytes.clone();
+        let (a, b) = damaged[at + 8..at + 24].split_at_mut(8);
+        a.swap_with_slice(b);
+        let damaged = with_fresh_checksums(&damaged).unwrap();
+        let seg = Segment::parse(damaged.as_slice(), "seg").unwrap();
+        let err = seg.overlap_reaching_stored(candidate, &seg, probe, tau).unwrap_err();
         assert!(err.to_string().contains("vector not strictly sorted"), "{err}");
     }
 
