@@ -2695,6 +2695,10 @@ struct Deferred {
     ordinal: u32,
 }
 
+/// A bounded self-join's chunk of probes (their indices among the join's
+/// probes) and their sinks, waiting to be gathered.
+type ChunkSinks<'r> = (&'r [usize], Vec<Result<Sink, IndexError>>);
+
 /// The pair of a self-join probe and one of its matches.
 fn joined(JoinProbe { probe, .. }: JoinProbe, m: Match) -> crate::oracle::Pair {
     crate::oracle::Pair { a: probe.id.min(m.id), b: probe.id.max(m.id), overlap: m.overlap }
@@ -3014,9 +3018,11 @@ impl Searcher {
         let mut found: Vec<(usize, Match)> = Vec::new();
         let mut waiting: Vec<Deferred> = Vec::new();
         let mut passed = 0;
-        for (n, part) in run.chunks(chunk).enumerate() {
-            let sinks: Vec<Result<Sink, IndexError>> =
-                part.par_iter().map(|&i| self.join_probe(probes[i], &segments, &shared, tau, true)).collect();
+        // A chunk's matches and candidates, gathered from its sinks.
+        let gather = |part: &[usize],
+                      sinks: Vec<Result<Sink, IndexError>>,
+                      found: &mut Vec<(usize, Match)>,
+                      waiting: &mut Vec<Deferred>| {
             for (&i, sink) in part.iter().zip(sinks) {
                 let sink = sink?;
                 found.extend(sink.matches.into_iter().map(|m| (i, m)));
@@ -3027,13 +3033,37 @@ impl Searcher {
                     ordinal,
                 }));
             }
-            // The vectors of the probes run so far are released.
-            if let Some(&next) = run.get((n + 1) * chunk) {
-                blocks.release_before(&segments, probes[next].place, &mut passed)?;
-            }
+            Ok::<(), IndexError>(())
+        };
+        // Each chunk's probes run while the chunk before is gathered and
+        // the vectors of the probes before it released, on the calling
+        // thread's turn: that one-core work had left the other core idle
+        // between chunks (60 ms of a 1M word-3-shingle join).
+        let mut previous: Option<ChunkSinks<'_>> = None;
+        for part in run.chunks(chunk) {
+            let before = previous.take();
+            let first = part.first().map(|&i| probes[i].place);
+            let (sinks, gathered) = rayon::join(
+                || part.par_iter().map(|&i| self.join_probe(probes[i], &segments, &shared, tau, true)).collect(),
+                || {
+                    if let Some((part, sinks)) = before {
+                        gather(part, sinks, &mut found, &mut waiting)?;
+                    }
+                    // The vectors of the probes run so far are released.
+                    match first {
+                        Some(place) => blocks.release_before(&segments, place, &mut passed),
+                        None => Ok(()),
+                    }
+                },
+            );
+            gathered?;
+            previous = Some((part, sinks));
             if waiting.len() >= deferred {
                 self.verify_deferred(&mut waiting, &probes, &segments, &blocks, tau, &mut found)?;
             }
+        }
+        if let Some((part, sinks)) = previous {
+            gather(part, sinks, &mut found, &mut waiting)?;
         }
         self.verify_deferred(&mut waiting, &probes, &segments, &blocks, tau, &mut found)?;
         found.sort_unstable_by_key(|&(i, m)| (i, m.id));
@@ -3050,7 +3080,10 @@ impl Searcher {
             return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
         }
         self.warm_up(WarmUp::Directories);
-        Ok((self.join_probes()?, SharedSignatures::build(self)?))
+        // The probe list (one core) beside the shared-key build (all of
+        // them): its worker takes the build's ranges once it is done.
+        let (probes, shared) = rayon::join(|| self.join_probes(), || SharedSignatures::build(self));
+        Ok((probes?, shared?))
     }
 
     /// Verifies the deferred candidates of a bounded self-join
