@@ -159,8 +159,8 @@ impl Ranks {
         // less than their waits cost: ARCHITECTURE.md, "Signatures only
         // the probe holds"). Blocks of 64 with that distance: the early
         // stops below come 32 signatures sooner on the average (1M word
-        // 3-shingles, the probes' phase about 0.99 of the time with
-        // blocks of 128).
+        // 3-shingles: the probes' phase about 0.99 of its time with
+        // blocks of 128, each asking for the next).
         const AHEAD: usize = 128;
         const BLOCK: usize = 64;
         let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
@@ -3040,10 +3040,10 @@ impl Searcher {
             }
             Ok::<(), IndexError>(())
         };
-        // Each chunk's probes run while the chunk before is gathered and
-        // the vectors of the probes before it released, on the calling
-        // thread's turn: that one-core work had left the other core idle
-        // between chunks (60 ms of a 1M word-3-shingle join).
+        // Each chunk's probes run beside (`rayon::join`) the gathering of
+        // the chunk before and the release of the vectors before the
+        // chunk's first probe: done between chunks, that one-core work had
+        // left the other core idle (60 ms of a 1M word-3-shingle join).
         let mut previous: Option<ChunkSinks<'_>> = None;
         for part in run.chunks(chunk) {
             let before = previous.take();

@@ -3519,11 +3519,10 @@ pub(crate) fn with_fresh_checksums(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Binary search: the first index in `[lo, hi)` that is not `below`, or
-/// `hi` (`below` must hold on a prefix of the range).
 /// A query's hashes as [`Segment::merge`] reads them: a vector's, or a
 /// stored vector's in place (little-endian bytes).
 trait MergeHashes {
+    /// How many hashes there are.
     fn len(&self) -> usize;
     /// Hash `i`, below [`MergeHashes::len`].
     fn hash(&self, i: usize) -> u64;
@@ -3551,6 +3550,8 @@ impl MergeHashes for [[u8; 8]] {
     }
 }
 
+/// Binary search: the first index in `[lo, hi)` that is not `below`, or
+/// `hi` (`below` must hold on a prefix of the range).
 fn first_not_below(mut lo: usize, mut hi: usize, below: impl Fn(usize) -> bool) -> usize {
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
