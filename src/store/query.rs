@@ -130,9 +130,9 @@ impl Ranks {
     /// [`Ranks::order_by_segments`] orders a single query's; and once the
     /// blocks read so far hold enough weight, with the signatures held by
     /// none, in signatures one segment at most holds, the rest are never
-    /// read (the order reaches `enough` with the look-ups it would have
-    /// started with, and signatures left out of it only count as not
-    /// processed).
+    /// read (the order reaches `enough` with look-ups in one segment
+    /// each, the kind the whole order starts with, and signatures left
+    /// out of it only count as not processed).
     fn order(
         &self,
         query: &SignatureVector,
@@ -223,8 +223,9 @@ impl Ranks {
             // The signatures read so far reach the cut with look-ups in
             // one segment at most: the rest are never read. Any order
             // whose weight reaches the cut gives the same answer (the
-            // ones left out count as unprocessed), and these are the
-            // look-ups the whole order would start with.
+            // ones left out count as unprocessed). The whole order starts
+            // with look-ups of that kind too, though not always the same
+            // ones: an unread signature may be held by none, or rarer.
             if joined.is_some() && enough(held_by_none + cheap) {
                 break;
             }
