@@ -3162,26 +3162,28 @@ impl Searcher {
     ) -> Result<Vec<(usize, Match)>, IndexError> {
         let measure = self.signer.config().similarity;
         let Some(&(_, _, first)) = run.first() else { return Ok(Vec::new()) };
-        let mut out = Vec::new();
         // Under set Jaccard a stored probe's hashes are merged where they
         // are: no vector is built for its run.
         let (position, ordinal) = probes[first.probe].place;
-        if let (Similarity::SetJaccard, Some(held)) = (measure, segments.get(position as usize)) {
-            let probe_entry = held.segment.entry(ordinal)?;
-            for &(_, _, d) in run {
-                let Some(loaded) = segments.get(d.position as usize) else { continue };
-                let entry = loaded.segment.entry(d.ordinal)?;
-                if let Some(overlap) = loaded.segment.overlap_reaching_stored(entry, &held.segment, probe_entry, tau)? {
-                    out.push((d.probe, Match { id: entry.id, overlap }));
-                }
-            }
-            return Ok(out);
+        enum Probe<'s> {
+            Stored(&'s super::segment::Segment<super::mmap::SegmentBytes>, super::segment::SegmentEntry),
+            Vector(SignatureVector),
         }
-        let vector = self.probe_vector(probes[first.probe], segments)?;
+        let probe = match (measure, segments.get(position as usize)) {
+            (Similarity::SetJaccard, Some(held)) => Probe::Stored(&held.segment, held.segment.entry(ordinal)?),
+            _ => Probe::Vector(self.probe_vector(probes[first.probe], segments)?),
+        };
+        let mut out = Vec::new();
         for &(_, _, d) in run {
             let Some(loaded) = segments.get(d.position as usize) else { continue };
             let entry = loaded.segment.entry(d.ordinal)?;
-            if let Some(overlap) = loaded.segment.overlap_reaching(entry, &vector, measure, tau)? {
+            let overlap = match &probe {
+                Probe::Stored(held, probe_entry) => {
+                    loaded.segment.overlap_reaching_stored(entry, held, *probe_entry, tau)?
+                }
+                Probe::Vector(vector) => loaded.segment.overlap_reaching(entry, vector, measure, tau)?,
+            };
+            if let Some(overlap) = overlap {
                 out.push((d.probe, Match { id: entry.id, overlap }));
             }
         }
