@@ -153,16 +153,17 @@ impl Ranks {
         // the outcome. Once the weight held by none makes `enough`, the
         // order is empty whatever the rest holds (every source's δ1 break
         // is certain before its first list), so the rest is never read.
-        // The words of the 128 signatures after a block are in flight
-        // while it is read: a whole SpotSigs vector at once, and more
-        // misses in flight than blocks of 16 had (whose early stops saved
-        // less than their waits cost: ARCHITECTURE.md, "Signatures only
-        // the probe holds"). Blocks of 32 with that distance: the early
-        // stops below come sooner (1M word 3-shingles: the probes' phase
-        // about 0.99 of its time with blocks of 64 against 128, each
-        // asking for the next, and 0.98 with 32 against 64; blocks of 16
-        // no faster than 32).
-        const AHEAD: usize = 128;
+        // The words of the 64 signatures after a block are in flight
+        // while it is read: more misses in flight than blocks of 16 once
+        // had (whose early stops saved less than their waits cost:
+        // ARCHITECTURE.md, "Signatures only the probe holds"). Blocks of
+        // 32 with that distance: the early stops below
+        // come sooner, and fewer lines are asked for past them (1M word
+        // 3-shingles: the probes' phase about 0.99 of its time with
+        // blocks of 64 against 128, each asking for the next; 0.98 with
+        // blocks of 32 against 64, 128 ahead; 0.98 with 64 ahead against
+        // 128; blocks of 16 and 32 ahead no faster).
+        const AHEAD: usize = 64;
         const BLOCK: usize = 32;
         let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
         for &(hash, _) in signatures.iter().take(AHEAD) {
