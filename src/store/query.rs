@@ -668,8 +668,18 @@ impl<B: AsRef<[u8]>> KeySource<'_, B> {
 }
 
 impl SharedSignatures {
-    /// Key ranges (by their top bits) built as separate units of work.
+    /// Key ranges (by their top bits) built as separate units of work:
+    /// `2^RANGE_BITS` of them, or with several sources up to
+    /// `2^MAX_RANGE_BITS` ([`SharedSignatures::range_bits`]).
     const RANGE_BITS: u32 = 11;
+
+    /// The most key ranges of a build over several sources, as bits.
+    const MAX_RANGE_BITS: u32 = 13;
+
+    /// The keys a range of a build over several sources holds at most
+    /// (24 bytes each in its buffer), unless that takes more than
+    /// `2^MAX_RANGE_BITS` ranges.
+    const RANGE_KEYS: usize = 20_000;
 
     /// Keys a block whose lists read for their last holder are read
     /// together, in stages ([`LastInOrder::last_holders`]).
@@ -677,8 +687,28 @@ impl SharedSignatures {
 
     /// The first and last key of range `range` of the `2^RANGE_BITS`.
     fn range_bounds(range: usize) -> (u64, u64) {
-        let lo = (range as u64) << (64 - Self::RANGE_BITS);
-        (lo, lo | (u64::MAX >> Self::RANGE_BITS))
+        Self::range_bounds_in(Self::RANGE_BITS, range)
+    }
+
+    /// The first and last key of range `range` of `2^bits`.
+    fn range_bounds_in(bits: u32, range: usize) -> (u64, u64) {
+        let lo = (range as u64) << (64 - bits);
+        (lo, lo | (u64::MAX >> bits))
+    }
+
+    /// The key ranges, as bits, of a build over several sources that
+    /// list `total` keys: the fewest from `2^RANGE_BITS` up that hold at
+    /// most [`SharedSignatures::RANGE_KEYS`] each, so that a range's
+    /// buffer (24 bytes a key) is about the size of a core's L2 cache
+    /// while its two passes read it (half a megabyte on a Zen 3 core;
+    /// 60,000 keys had taken 1.4 MB). At 1M word-3-shingle
+    /// pages in five segments (122 million keys) 8,192 ranges, whose
+    /// setup took 0.91 of the time of 2,048's there; SpotSigs' 39
+    /// million keys stay in 2,048 (8,192 were slower: HISTORY.md).
+    fn range_bits(total: usize) -> u32 {
+        (Self::RANGE_BITS..Self::MAX_RANGE_BITS)
+            .find(|&bits| total >> bits <= Self::RANGE_KEYS)
+            .unwrap_or(Self::MAX_RANGE_BITS)
     }
 
     fn build(searcher: &Searcher) -> Result<SharedSignatures, IndexError> {
@@ -741,20 +771,32 @@ impl SharedSignatures {
         step: usize,
         measure: Similarity,
     ) -> Result<SharedSignatures, IndexError> {
-        use rayon::prelude::*;
-        let ranges = 1usize << Self::RANGE_BITS;
-        let step = step.clamp(1, ranges);
         let mut listing = sources.iter().enumerate().filter(|(_, (source, _))| source.len() > 0);
         if let (Some((lone, _)), None) = (listing.next(), listing.next()) {
-            return Self::of_one_source(sources, lone, step, measure);
+            return Self::of_one_source(sources, lone, step.clamp(1, 1 << Self::RANGE_BITS), measure);
         }
+        let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
+        Self::of_several_sources(sources, step, Self::range_bits(total), measure)
+    }
+
+    /// [`SharedSignatures::of_sources_sampled`] over two or more sources
+    /// that list keys, in `2^bits` key ranges.
+    fn of_several_sources<B: AsRef<[u8]> + Sync>(
+        sources: &[(KeySource<'_, B>, u8)],
+        step: usize,
+        bits: u32,
+        measure: Similarity,
+    ) -> Result<SharedSignatures, IndexError> {
+        use rayon::prelude::*;
         // Keys are hash values, so about evenly spread over the ranges.
         let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
-        let per_range = (total >> Self::RANGE_BITS) + (total >> (Self::RANGE_BITS + 2)) + 64;
+        let ranges = 1usize << bits;
+        let step = step.clamp(1, ranges);
+        let per_range = (total >> bits) + (total >> (bits + 2)) + 64;
         let last_in_order =
             sources.iter().map(|(source, _)| LastInOrder::of(source, measure)).collect::<Result<Vec<_>, _>>()?;
         let filters = || RangeFilters {
-            met: RangeFilter::sized(per_range),
+            met: RangeFilter::sized(per_range, bits),
             keys: Vec::with_capacity(per_range),
             starts: Vec::with_capacity(sources.len() + 1),
             staged: Vec::with_capacity(Self::STAGED),
@@ -764,7 +806,7 @@ impl SharedSignatures {
         // The first pass over a range: how many keys it set in `shared`,
         // and how many times a key was met again.
         let first_pass = |range: usize, local: &mut RangeFilters| {
-            let (lo, hi) = Self::range_bounds(range);
+            let (lo, hi) = Self::range_bounds_in(bits, range);
             let RangeFilters { met, keys, starts, .. } = local;
             met.clear();
             keys.clear();
@@ -1221,11 +1263,15 @@ struct RangeFilters {
 struct RangeFilter {
     /// `[seen, shared, listed_again]` words.
     words: Vec<[u64; 3]>,
+    /// The bits of the range's number (a key's top bits, the same for
+    /// all its keys).
+    range_bits: u32,
 }
 
 impl RangeFilter {
-    fn sized(keys: usize) -> RangeFilter {
-        RangeFilter { words: vec![[0; 3]; (keys * 16).div_ceil(64).max(1)] }
+    /// For about `keys` keys of a range of `2^range_bits`.
+    fn sized(keys: usize, range_bits: u32) -> RangeFilter {
+        RangeFilter { words: vec![[0; 3]; (keys * 16).div_ceil(64).max(1)], range_bits }
     }
 
     /// Zeroes the filters. Also how fresh ones are first written: their
@@ -1238,7 +1284,7 @@ impl RangeFilter {
 
     /// [`KeyFilter::word`] of the key's bits below the range's.
     fn word(&self, key: u64) -> usize {
-        KeyFilter::word_of(self.words.len(), key << SharedSignatures::RANGE_BITS)
+        KeyFilter::word_of(self.words.len(), key << self.range_bits)
     }
 
     /// Meets `key` (of [`KeyFilter::mask`] `mask`) in one more source's
@@ -3552,6 +3598,7 @@ mod tests {
         #[test]
         fn the_shared_signatures_are_the_keys_several_documents_hold(
             sources in prop::collection::vec(prop::collection::btree_map(0u64..3000, 0u8..8, 0..400), 0..6),
+            range_bits in SharedSignatures::RANGE_BITS..=SharedSignatures::MAX_RANGE_BITS,
         ) {
             // Keys drawn from few values (so that sources share some),
             // spread over u64 by an odd multiplier; a key's list holds one
@@ -3582,7 +3629,14 @@ mod tests {
             }
             let with_sources: Vec<(KeySource<'_, Vec<u8>>, u8)> =
                 sources.iter().zip(&bits).map(|(s, &bit)| (KeySource::Sorted(s), bit)).collect();
-            let shared = SharedSignatures::of_sources(&with_sources, Similarity::MultisetJaccard).unwrap();
+            // Over several sources, in each number of key ranges a build
+            // may take.
+            let listing = sources.iter().filter(|s| !s.is_empty()).count();
+            let shared = if listing > 1 {
+                SharedSignatures::of_several_sources(&with_sources, 1, range_bits, Similarity::MultisetJaccard).unwrap()
+            } else {
+                SharedSignatures::of_sources(&with_sources, Similarity::MultisetJaccard).unwrap()
+            };
             let mut extra_bits = 0;
             for key in &expected {
                 let bits = holding[key];
@@ -3592,7 +3646,6 @@ mod tests {
                 prop_assert_eq!(got & bits, bits, "{:#x}", key);
                 extra_bits += (got & !bits).count_ones() as usize;
             }
-            let listing = sources.iter().filter(|s| !s.is_empty()).count();
             if listing > 1 {
                 // Few segments named that do not hold the key: about one
                 // in eight keys gets one at two cells an incidence and six
@@ -3619,7 +3672,7 @@ mod tests {
             // Sized for the shared keys, not for every key: at most the
             // floor of a word (or block) a range, or about 12 bits a shared
             // key, or (blocks) about two cells a key and source that lists it.
-            let floor = 1 << SharedSignatures::RANGE_BITS;
+            let floor = 1 << if listing > 1 { range_bits } else { SharedSignatures::RANGE_BITS };
             let incidences: usize = expected.iter().map(|k| sources.iter().filter(|s| s.binary_search_by_key(k, |e| e.0).is_ok()).count()).sum();
             match &shared.keys {
                 SharedKeys::Filter(filter) => {
@@ -3633,6 +3686,25 @@ mod tests {
                     prop_assert!(blocks <= floor || by_keys || by_cells, "{blocks} blocks, {} keys, {incidences} incidences", expected.len());
                 }
             }
+        }
+    }
+
+    /// A build over several sources takes 2,048 key ranges up to 2,048 ×
+    /// 20,000 keys, and twice or four times as many above, each holding
+    /// at most 20,000 keys while 8,192 ranges can.
+    #[test]
+    fn the_key_ranges_grow_with_the_keys() {
+        let keys = SharedSignatures::RANGE_KEYS;
+        for (total, bits) in [
+            (0, 11),
+            (2048 * keys, 11),
+            (2048 * keys + 2048, 12),
+            (4096 * keys, 12),
+            (4096 * keys + 4096, 13),
+            (122_000_000, 13),
+            (usize::MAX, 13),
+        ] {
+            assert_eq!(SharedSignatures::range_bits(total), bits, "{total} keys");
         }
     }
 
@@ -3665,7 +3737,7 @@ mod tests {
             // by an odd multiplier.
             let key = |k: u64| (k.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> SharedSignatures::RANGE_BITS) | 3 << 62;
             let distinct = meetings.iter().map(|&(k, _)| k).collect::<std::collections::BTreeSet<_>>().len();
-            let mut filter = RangeFilter::sized(distinct);
+            let mut filter = RangeFilter::sized(distinct, SharedSignatures::RANGE_BITS);
             let mut met: BTreeMap<u64, (u32, bool)> = BTreeMap::new();
             let mut reported = 0usize;
             for &(k, several) in &meetings {
