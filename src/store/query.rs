@@ -157,12 +157,12 @@ impl Ranks {
         // while it is read: more misses in flight than blocks of 16 once
         // had (whose early stops saved less than their waits cost:
         // ARCHITECTURE.md, "Signatures only the probe holds"). Blocks of
-        // 32 with that distance: the early stops below
-        // come sooner, and fewer lines are asked for past them (1M word
-        // 3-shingles: the probes' phase about 0.99 of its time with
-        // blocks of 64 against 128, each asking for the next; 0.98 with
-        // blocks of 32 against 64, 128 ahead; 0.98 with 64 ahead against
-        // 128; blocks of 16 and 32 ahead no faster).
+        // 32 with that distance: the early stops below come sooner, and
+        // fewer lines are asked for past them (1M word 3-shingles: the
+        // probes' phase about 0.99 of its time with blocks of 64 against
+        // 128, each asking for the next; 0.98 with blocks of 32 against
+        // 64, 128 ahead; 0.98 with 64 ahead against 128; blocks of 16,
+        // and 32 ahead, no faster).
         const AHEAD: usize = 64;
         const BLOCK: usize = 32;
         let mut signatures: Vec<(u64, u64)> = weights(query, measure).collect();
