@@ -268,14 +268,26 @@ impl Ranks {
         enough: impl Fn(u64) -> bool,
     ) -> Vec<(u64, u64)> {
         let mut buffers = RankBuffers::take();
-        // Every signature's mask read first, in a loop with nothing else
-        // in it, so that their cache misses overlap; each kept as the
-        // number of segments it names (0 to 8).
+        // Every signature's mask read, each kept as the number of
+        // segments it names (0 to 8), with the mask `AHEAD` signatures on
+        // asked for as each is read: about that many misses in flight
+        // all along. Asked for all at once, in a loop of their own, a
+        // word-3-shingle page's ~550 had left the reads past the first
+        // few dozen waiting (warm queries over the five segments of 1M
+        // pages: 0.92 of the time with 64 ahead, 32 and 128 each about
+        // 1.015 of 64's; SpotSigs' ~90 masks no different).
+        const AHEAD: usize = 64;
         let mut counts = std::mem::take(&mut buffers.counts);
-        for (hash, _) in signatures.clone() {
+        let mut ahead = signatures.clone();
+        for (hash, _) in ahead.by_ref().take(AHEAD) {
             segment_masks.prefetch_segments(hash);
         }
-        counts.extend(signatures.clone().map(|(hash, _)| segment_masks.segments(hash).count_ones() as u8));
+        counts.extend(signatures.clone().map(|(hash, _)| {
+            if let Some((next, _)) = ahead.next() {
+                segment_masks.prefetch_segments(next);
+            }
+            segment_masks.segments(hash).count_ones() as u8
+        }));
         self.order_by_counts(signatures, counts, visited, enough, buffers)
     }
 
