@@ -274,8 +274,8 @@ impl Ranks {
         // all along. Asked for all at once, in a loop of their own, a
         // word-3-shingle page's ~550 had left the reads past the first
         // few dozen waiting (warm queries over the five segments of 1M
-        // pages: 0.92 of the time with 64 ahead, 32 and 128 each about
-        // 1.015 of 64's; SpotSigs' ~90 masks no different).
+        // pages: 0.91–0.92 of the time with 64 ahead, 32 and 128 each
+        // about 1.015 of 64's; SpotSigs' ~90 masks no different).
         const AHEAD: usize = 64;
         let mut counts = std::mem::take(&mut buffers.counts);
         let mut ahead = signatures.clone();
