@@ -45,7 +45,58 @@ what = corpus.get("source", "generated pages")
 print(f"Corpus: {corpus['documents']:,} {what} (mean {corpus['mean_html_bytes']:,} bytes of HTML, "
       f"{corpus['mean_words']} words of visible text; digest {corpus['digest']}); tau = 0.8; "
       f"medians of {max(len(v) for v in runs.values())} runs.")
-print(f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}.")
+
+
+def read(path):
+    """A file's text, or None where it is missing (not Linux, say)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def machine():
+    """What the figures depend on, as far as this machine tells: the CPU
+    (model, family and model numbers, second-level cache a core, whether it
+    is a virtual machine), memory, kernel, the Rust compiler, Python, and
+    the disk's write speed when run.sh measured it (`disk.txt` beside the
+    results)."""
+    parts = [f"{os.cpu_count()} cores", platform.machine()]
+    cpuinfo = read("/proc/cpuinfo") or ""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" in fields:
+        cpu = fields["model name"]
+        if "cpu family" in fields and "model" in fields:
+            cpu += f" (family {fields['cpu family']}, model {fields['model']})"
+        parts.append(cpu)
+    l2 = read("/sys/devices/system/cpu/cpu0/cache/index2/size")
+    if l2 and (read("/sys/devices/system/cpu/cpu0/cache/index2/level") or "").strip() == "2":
+        size = l2.strip()
+        parts.append(f"{size[:-1]} {size[-1]}iB of L2 a core" if size[-1:] in ("K", "M") else f"{size} of L2 a core")
+    if " hypervisor" in fields.get("flags", ""):
+        parts.append("a virtual machine")
+    meminfo = read("/proc/meminfo") or ""
+    for line in meminfo.splitlines():
+        if line.startswith("MemTotal:"):
+            parts.append(f"{int(line.split()[1]) / 2**20:.1f} GiB of memory")
+    parts.append(f"{platform.system()} {platform.release()}")
+    try:
+        rustc = subprocess.run(["rustc", "-V"], capture_output=True, text=True, check=True).stdout.split()
+        parts.append(f"Rust {rustc[1]}")
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        pass
+    parts.append(f"Python {platform.python_version()}")
+    disk = read(os.path.join(os.path.dirname(os.path.abspath(results_path)), "disk.txt"))
+    if disk and disk.strip():
+        parts.append(f"the disk under the corpus wrote {disk.strip()} (1 GiB, `dd` with `conv=fdatasync`)")
+    return ", ".join(parts)
+
+
+print(f"Machine: {machine()}.")
 print()
 print("| tool | signatures docs/s | ingest docs/s | query p50 µs | query p99 µs | all pairs s | whole job s | peak RSS MiB | disk MiB | pairs | recall | precision |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -39,6 +39,15 @@ if [ ! -f "$work/corpus.json" ]; then
         "$bin" gen "$docs" "$work" >&2
     fi
 fi
+# The write speed of the disk the indexes go to (1 GiB of zeros written
+# and synced, then removed), which the ingest's figures depend on
+# (README, "What limits ingest on this machine"); report.py prints it
+# with the machine. COMPARE_DISK_PROBE=0 skips it.
+if [ "${COMPARE_DISK_PROBE:-1}" != 0 ]; then
+    { dd if=/dev/zero of="$work/.disk-probe" bs=4M count=256 conv=fdatasync 2>&1 || true; } \
+        | tail -n 1 | sed -nE 's/.*, ([0-9.,]+ [kMG]?B\/s)$/\1/p' > "$work/disk.txt"
+    rm -f "$work/.disk-probe"
+fi
 results=$work/results.jsonl
 # COMPARE_APPEND=1 keeps earlier results (tools run in several invocations,
 # e.g. at 1,000,000 pages); scores are recomputed from the pair files.
