@@ -47,6 +47,8 @@ if [ "${COMPARE_DISK_PROBE:-1}" != 0 ]; then
     { dd if=/dev/zero of="$work/.disk-probe" bs=4M count=256 conv=fdatasync 2>&1 || true; } \
         | tail -n 1 | sed -nE 's/.*, ([0-9.,]+ [kMG]?B\/s)$/\1/p' > "$work/disk.txt"
     rm -f "$work/.disk-probe"
+else
+    rm -f "$work/disk.txt"
 fi
 results=$work/results.jsonl
 # COMPARE_APPEND=1 keeps earlier results (tools run in several invocations,
