@@ -11,7 +11,8 @@
 # Creates a Python virtual environment under benches/compare/target/venv
 # (datasketch, rensa, pinned in requirements.txt), builds the harness,
 # generates the corpus once per size under $COMPARE_DIR (default
-# benches/compare/target/work), runs every tool RUNS times one after
+# benches/compare/target/work), measures the write speed of the disk under
+# it (COMPARE_DISK_PROBE=0 skips that), runs every tool RUNS times one after
 # another, scores every tool's pairs against the exact pairs of its
 # signatures, and prints the table (medians of the runs) that README's
 # Performance section shows. Results: $COMPARE_DIR/DOCS/results.jsonl.
