@@ -85,10 +85,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::proptest_cases(32))]
 
     #[test]
     fn query_equals_the_oracle(
@@ -338,10 +335,7 @@ fn components(ids: &[u64], pairs: &[(u64, u64)]) -> Vec<Vec<u64>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::proptest_cases(32))]
 
     #[test]
     fn self_join_and_clusters_equal_the_oracle(
@@ -476,10 +470,7 @@ fn arb_if_new_op() -> impl Strategy<Value = IfNewOp> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::proptest_cases(32))]
 
     /// `insert_if_new` refuses exactly when a live document (committed,
     /// pending or in a segment, or staged by this writer; not deleted)
@@ -724,10 +715,7 @@ fn arb_unique_vector() -> impl Strategy<Value = SignatureVector> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::proptest_cases(32))]
 
     /// Near-duplicate pairs whose signatures only the two of them hold,
     /// split between two segments or between a segment and the pending

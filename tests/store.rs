@@ -9,6 +9,7 @@ use neardex::store::{Document, Index, IndexError, IndexOptions, InsertIfNew, Met
 use neardex::{DocumentSignature, Fingerprint, SignatureConfig, Signer, Threshold};
 use proptest::prelude::*;
 
+mod common;
 #[path = "common/workload.rs"]
 mod workload;
 
@@ -510,7 +511,7 @@ fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), Test
 
 proptest! {
     // 24 cases by default (each builds and reopens indexes); PROPTEST_CASES=N for more.
-    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24), ..ProptestConfig::default() })]
+    #![proptest_config(common::proptest_cases(24))]
 
     #[test]
     fn random_workloads_match_the_model(ops in prop::collection::vec(arb_op(), 1..40), background in any::<bool>()) {
