@@ -3,6 +3,8 @@
 //! reopen; the paper's Algorithm 1 counterexample; all real pages of
 //! ../shared/data; and the LSH query's contract.
 
+#[path = "common/cases.rs"]
+mod cases;
 mod common;
 
 use neardex::oracle;
@@ -85,7 +87,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
-    #![proptest_config(common::proptest_cases(32))]
+    #![proptest_config(cases::proptest_cases(32))]
 
     #[test]
     fn query_equals_the_oracle(
@@ -335,7 +337,7 @@ fn components(ids: &[u64], pairs: &[(u64, u64)]) -> Vec<Vec<u64>> {
 }
 
 proptest! {
-    #![proptest_config(common::proptest_cases(32))]
+    #![proptest_config(cases::proptest_cases(32))]
 
     #[test]
     fn self_join_and_clusters_equal_the_oracle(
@@ -470,7 +472,7 @@ fn arb_if_new_op() -> impl Strategy<Value = IfNewOp> {
 }
 
 proptest! {
-    #![proptest_config(common::proptest_cases(32))]
+    #![proptest_config(cases::proptest_cases(32))]
 
     /// `insert_if_new` refuses exactly when a live document (committed,
     /// pending or in a segment, or staged by this writer; not deleted)
@@ -715,7 +717,7 @@ fn arb_unique_vector() -> impl Strategy<Value = SignatureVector> {
 }
 
 proptest! {
-    #![proptest_config(common::proptest_cases(32))]
+    #![proptest_config(cases::proptest_cases(32))]
 
     /// Near-duplicate pairs whose signatures only the two of them hold,
     /// split between two segments or between a segment and the pending

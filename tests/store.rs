@@ -9,7 +9,8 @@ use neardex::store::{Document, Index, IndexError, IndexOptions, InsertIfNew, Met
 use neardex::{DocumentSignature, Fingerprint, SignatureConfig, Signer, Threshold};
 use proptest::prelude::*;
 
-mod common;
+#[path = "common/cases.rs"]
+mod cases;
 #[path = "common/workload.rs"]
 mod workload;
 
@@ -511,7 +512,7 @@ fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), Test
 
 proptest! {
     // 24 cases by default (each builds and reopens indexes); PROPTEST_CASES=N for more.
-    #![proptest_config(common::proptest_cases(24))]
+    #![proptest_config(cases::proptest_cases(24))]
 
     #[test]
     fn random_workloads_match_the_model(ops in prop::collection::vec(arb_op(), 1..40), background in any::<bool>()) {

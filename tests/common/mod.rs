@@ -21,13 +21,6 @@ pub fn shared_data() -> Option<PathBuf> {
     None
 }
 
-/// proptest's configuration for a property test: `default` cases, or
-/// `PROPTEST_CASES` when set (CI and longer local runs set it).
-pub fn proptest_cases(default: u32) -> proptest::test_runner::Config {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    proptest::test_runner::Config { cases, ..proptest::test_runner::Config::default() }
-}
-
 /// One real page: a name, its raw HTML bytes, its human-extracted gold
 /// main-content text, and its URL where the data set gives one.
 pub struct Page {
