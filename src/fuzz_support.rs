@@ -120,7 +120,8 @@ pub fn segment_open(data: &[u8]) {
         let _ = segment.fingerprint_ordinals(fingerprint).take(10_000).count();
     }
     merge_of_segment(data);
-    index_over_segment(data);
+    index_over_segment(segment_base(), data, false);
+    index_over_segment(two_segment_base(), data, true);
 }
 
 /// The same bytes, their checksums made valid, through a merge (which
@@ -143,42 +144,73 @@ fn merge_of_segment(data: &[u8]) {
     }
 }
 
+/// The texts of the fuzzed indexes' first segment (a, b, c).
+const SEGMENT_TEXTS: [(&str, &str); 3] = [
+    ("a", "The council said that the new library will open in the spring, and that it is a gift to the town."),
+    ("b", "The council said that the new library will open in the summer, and that it is a gift to the city."),
+    ("c", "A storm is on its way to the coast, and the ferries will not sail until it has passed by."),
+];
+
 /// A small in-memory index whose one segment holds a, b, c (flushed)
 /// while d stays pending; built once.
 fn segment_base() -> &'static crate::store::MemStorage {
-    use crate::store::{Document, Index, IndexOptions, MemStorage, Metadata};
-    static BASE: std::sync::OnceLock<MemStorage> = std::sync::OnceLock::new();
+    static BASE: std::sync::OnceLock<crate::store::MemStorage> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
-        let storage = MemStorage::new();
-        let options = IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() };
-        let index = Index::create_in(std::sync::Arc::new(storage.clone()), SignatureConfig::default(), options)
-            .expect("an in-memory index");
-        let texts = [
-            ("a", "The council said that the new library will open in the spring, and that it is a gift to the town."),
-            ("b", "The council said that the new library will open in the summer, and that it is a gift to the city."),
-            ("c", "A storm is on its way to the coast, and the ferries will not sail until it has passed by."),
-        ];
-        let mut w = index.writer().expect("writer");
-        for (key, text) in texts {
-            w.insert(key, Document::Text(text), Metadata::default()).expect("insert");
-        }
-        w.commit().expect("commit");
-        index.flush().expect("flush");
-        let mut w = index.writer().expect("writer");
-        w.insert("d", Document::Text(texts[0].1), Metadata::default()).expect("insert");
-        w.commit().expect("commit");
-        drop(index);
-        storage
+        let d = [("d", SEGMENT_TEXTS[0].1)];
+        small_index(&[&SEGMENT_TEXTS, &[]], &d)
     })
 }
 
-/// Arbitrary bytes in place of a stored segment: opening the index, every
-/// query kind, the self-join, clusters, top-k, explain, lookups and
-/// `verify` return answers or typed errors; nothing panics.
-fn index_over_segment(data: &[u8]) {
+/// A small in-memory index of two segments, a, b, c in the first and
+/// d, e in the second, with nothing pending; built once. Its queries
+/// read the segments' masks (built over both) and its self-join builds
+/// the shared keys of two segments, neither of which one segment takes.
+fn two_segment_base() -> &'static crate::store::MemStorage {
+    static BASE: std::sync::OnceLock<crate::store::MemStorage> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let second = [
+            ("d", SEGMENT_TEXTS[0].1),
+            ("e", "A storm is on its way to the coast, and the ferries will not sail until it has gone by."),
+        ];
+        small_index(&[&SEGMENT_TEXTS, &second], &[])
+    })
+}
+
+/// An in-memory index with a segment for each non-empty batch of
+/// `segments` (flushed in order: ids 1, 2, ...) and `pending` committed
+/// after them.
+fn small_index(segments: &[&[(&str, &str)]], pending: &[(&str, &str)]) -> crate::store::MemStorage {
+    use crate::store::{Document, Index, IndexOptions, MemStorage, Metadata};
+    let storage = MemStorage::new();
+    let options = IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() };
+    let index = Index::create_in(std::sync::Arc::new(storage.clone()), SignatureConfig::default(), options)
+        .expect("an in-memory index");
+    let insert = |texts: &[(&str, &str)]| {
+        let mut w = index.writer().expect("writer");
+        for &(key, text) in texts {
+            w.insert(key, Document::Text(text), Metadata::default()).expect("insert");
+        }
+        w.commit().expect("commit");
+    };
+    for texts in segments.iter().filter(|texts| !texts.is_empty()) {
+        insert(texts);
+        index.flush().expect("flush");
+    }
+    if !pending.is_empty() {
+        insert(pending);
+    }
+    drop(index);
+    storage
+}
+
+/// Arbitrary bytes in place of the first segment of `base`: opening the
+/// index, every query kind (after the warm-up that builds the segments'
+/// masks when `warm`), the self-join, clusters, top-k, explain, lookups
+/// and `verify` return answers or typed errors; nothing panics.
+fn index_over_segment(base: &crate::store::MemStorage, data: &[u8], warm: bool) {
     use crate::store::{Index, IndexOptions};
     use crate::Threshold;
-    let storage = segment_base().deep_copy();
+    let storage = base.deep_copy();
     if storage.overwrite_file(&crate::store::segment_file_name(1), data.to_vec()).is_err() {
         return;
     }
@@ -190,12 +222,16 @@ fn index_over_segment(data: &[u8]) {
     };
     let _ = index.verify();
     let Ok(searcher) = index.searcher() else { return };
+    if warm {
+        searcher.warm_up(crate::store::WarmUp::Pages);
+    }
     let signature = index.signer().sign_text("The council said that the new library will open in the spring.");
     for tau in [0.2, 0.5, 1.0] {
         let tau = Threshold::new(tau).expect("a valid threshold");
         let _ = searcher.query(&signature.vector, tau);
         let _ = searcher.query_lsh(&signature, tau);
         let _ = searcher.query_key("a", tau);
+        let _ = searcher.query_key("d", tau);
         // At τ = 0.5, the bounded self-join, in blocks of a few bytes,
         // finds the self-join's pairs whenever both read the segment
         // without error.
@@ -209,7 +245,7 @@ fn index_over_segment(data: &[u8]) {
         let _ = searcher.clusters(tau);
         let _ = searcher.top_k(&signature.vector, 2, tau);
     }
-    for key in ["a", "b", "c", "d"] {
+    for key in ["a", "b", "c", "d", "e"] {
         let _ = searcher.get(key);
     }
     let _ = searcher.explain("a", "b");
