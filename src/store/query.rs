@@ -688,6 +688,11 @@ impl SharedSignatures {
     /// The most key ranges of a build over several sources, as bits.
     const MAX_RANGE_BITS: u32 = 13;
 
+    /// The keys a range of a small build holds at least: one of fewer than
+    /// `2^RANGE_BITS` times as many keys takes fewer ranges
+    /// ([`SharedSignatures::range_bits`]).
+    const MIN_RANGE_KEYS: usize = 1024;
+
     /// The keys a range of a build over several sources holds at most
     /// (24 bytes each in its buffer), unless that takes more than
     /// `2^MAX_RANGE_BITS` ranges.
@@ -717,10 +722,25 @@ impl SharedSignatures {
     /// pages in five segments (122 million keys) 8,192 ranges, whose
     /// setup took 0.91 of the time of 2,048's there; SpotSigs' 39
     /// million keys stay in 2,048 (8,192 were slower: HISTORY.md).
+    ///
+    /// A build of fewer keys than `2^RANGE_BITS` ranges of
+    /// [`SharedSignatures::MIN_RANGE_KEYS`] takes fewer ranges
+    /// ([`SharedSignatures::least_range_bits`]).
     fn range_bits(total: usize) -> u32 {
-        (Self::RANGE_BITS..Self::MAX_RANGE_BITS)
+        (Self::least_range_bits(total)..Self::MAX_RANGE_BITS)
             .find(|&bits| total >> bits <= Self::RANGE_KEYS)
             .unwrap_or(Self::MAX_RANGE_BITS)
+    }
+
+    /// The fewest key ranges, as bits, of a build of `total` keys: those
+    /// of at least [`SharedSignatures::MIN_RANGE_KEYS`] each, up to
+    /// `2^RANGE_BITS` (one range under twice that). A range's setup (its
+    /// place in each source's keys, its filters cleared, the counts'
+    /// lock) costs what some hundred keys do: 2,048 ranges had made the
+    /// self-join of an index of 15 small documents take 0.75 ms.
+    fn least_range_bits(total: usize) -> u32 {
+        let ranges = total / Self::MIN_RANGE_KEYS;
+        (usize::BITS - ranges.leading_zeros()).saturating_sub(1).min(Self::RANGE_BITS)
     }
 
     fn build(searcher: &Searcher) -> Result<SharedSignatures, IndexError> {
@@ -785,7 +805,8 @@ impl SharedSignatures {
     ) -> Result<SharedSignatures, IndexError> {
         let mut listing = sources.iter().enumerate().filter(|(_, (source, _))| source.len() > 0);
         if let (Some((lone, _)), None) = (listing.next(), listing.next()) {
-            return Self::of_one_source(sources, lone, step.clamp(1, 1 << Self::RANGE_BITS), measure);
+            let bits = Self::least_range_bits(sources[lone].0.len());
+            return Self::of_one_source(sources, lone, step.clamp(1, 1 << bits), bits, measure);
         }
         let total: usize = sources.iter().map(|(source, _)| source.len()).sum();
         Self::of_several_sources(sources, step, Self::range_bits(total), measure)
@@ -981,17 +1002,18 @@ impl SharedSignatures {
         sources: &[(KeySource<'_, B>, u8)],
         lone: usize,
         step: usize,
+        bits: u32,
         measure: Similarity,
     ) -> Result<SharedSignatures, IndexError> {
         use rayon::prelude::*;
-        let ranges = 1usize << Self::RANGE_BITS;
+        let ranges = 1usize << bits;
         // `lone` is an index of `sources` (of_sources_sampled's).
         let lone_source = &sources[lone].0;
         let last_in_order = LastInOrder::of(lone_source, measure)?;
         let sampled: Vec<usize> = (0..ranges.div_ceil(step))
             .into_par_iter()
             .map(|i| {
-                let (lo, hi) = Self::range_bounds(i * step);
+                let (lo, hi) = Self::range_bounds_in(bits, i * step);
                 let mut several_keys = 0;
                 lone_source.for_each_between(lo, hi, |_, several, _, _| {
                     several_keys += usize::from(several);
@@ -1015,7 +1037,7 @@ impl SharedSignatures {
         filter.words.par_chunks_mut(words_per_range).enumerate().try_for_each_init(
             scratch,
             |(staged, members, holders), (range, own_words)| {
-                let (lo, hi) = Self::range_bounds(range);
+                let (lo, hi) = Self::range_bounds_in(bits, range);
                 let word_base = range * words_per_range;
                 // Fresh pages, written before any read (as the general build's).
                 own_words.fill(0);
@@ -3610,7 +3632,7 @@ mod tests {
         #[test]
         fn the_shared_signatures_are_the_keys_several_documents_hold(
             sources in prop::collection::vec(prop::collection::btree_map(0u64..3000, 0u8..8, 0..400), 0..6),
-            range_bits in SharedSignatures::RANGE_BITS..=SharedSignatures::MAX_RANGE_BITS,
+            range_bits in 0..=SharedSignatures::MAX_RANGE_BITS,
         ) {
             // Keys drawn from few values (so that sources share some),
             // spread over u64 by an odd multiplier; a key's list holds one
@@ -3681,34 +3703,44 @@ mod tests {
             // At least 1,024 words and about 12 bits a shared key: few
             // false positives.
             prop_assert!(false_positives * 10 <= alone.len().max(20), "{false_positives} of {}", alone.len());
-            // Sized for the shared keys, not for every key: at most the
-            // floor of a word (or block) a range, or about 12 bits a shared
-            // key, or (blocks) about two cells a key and source that lists it.
-            let floor = 1 << if listing > 1 { range_bits } else { SharedSignatures::RANGE_BITS };
+            // Sized for the shared keys, not for every key: about 12 bits a
+            // shared key, or (blocks) about two cells a key and source that
+            // lists it, rounded up to whole words (or blocks) of each range.
+            let total: usize = sources.iter().map(Vec::len).sum();
+            let ranges = 1 << if listing > 1 { range_bits } else { SharedSignatures::least_range_bits(total) };
             let incidences: usize = expected.iter().map(|k| sources.iter().filter(|s| s.binary_search_by_key(k, |e| e.0).is_ok()).count()).sum();
             match &shared.keys {
                 SharedKeys::Filter(filter) => {
                     let words = filter.words.len();
-                    prop_assert!(words <= floor || words * 64 <= (expected.len() + 64) * 14, "{words} words, {} keys", expected.len());
+                    prop_assert!(words < ranges + (expected.len() + 64) * 14 / 64, "{words} words, {} keys", expected.len());
                 }
                 SharedKeys::Blocks(joined) => {
                     let blocks = joined.blocks;
-                    let by_keys = blocks * 128 <= (expected.len() + 64) * 14;
-                    let by_cells = blocks * JoinBlocks::CELLS <= (incidences + 64) * 5 / 2;
-                    prop_assert!(blocks <= floor || by_keys || by_cells, "{blocks} blocks, {} keys, {incidences} incidences", expected.len());
+                    let by_keys = (expected.len() + 64) * 14 / 128;
+                    let by_cells = (incidences + 64) * 5 / 2 / JoinBlocks::CELLS;
+                    prop_assert!(blocks < ranges + by_keys.max(by_cells), "{blocks} blocks, {} keys, {incidences} incidences", expected.len());
                 }
             }
         }
     }
 
-    /// A build over several sources takes 2,048 key ranges up to 2,048 ×
-    /// 20,000 keys, and twice or four times as many above, each holding
-    /// at most 20,000 keys while 8,192 ranges can.
+    /// A build over several sources takes one key range a 1,024 keys (in
+    /// powers of two) up to 2,048 ranges, 2,048 up to 2,048 × 20,000 keys,
+    /// and twice or four times as many above, each holding at most 20,000
+    /// keys while 8,192 ranges can.
     #[test]
     fn the_key_ranges_grow_with_the_keys() {
         let keys = SharedSignatures::RANGE_KEYS;
+        let least = SharedSignatures::MIN_RANGE_KEYS;
         for (total, bits) in [
-            (0, 11),
+            // Small builds: ranges of at least 1,024 keys.
+            (0, 0),
+            (15, 0),
+            (2 * least - 1, 0),
+            (2 * least, 1),
+            (1000 * least, 9),
+            (2047 * least, 10),
+            (2048 * least, 11),
             (2048 * keys, 11),
             (2048 * keys + 2048, 12),
             (4096 * keys, 12),
