@@ -2,7 +2,8 @@
 //! checks run after a crash or an I/O failure: the index reopens,
 //! `verify()` passes, it holds exactly the last acknowledged state (or,
 //! when a commit was under way, exactly the state that commit would have
-//! made), and exact queries equal the brute-force oracle's.
+//! made), and exact queries (before and after the warm-up) and the
+//! self-join equal the brute-force oracle's.
 //!
 //! Shared by `tests/faults.rs`, `tests/store.rs`, the `ops` fuzz target
 //! and its corpus replay (`tests/fuzz_corpus.rs`).
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use neardex::oracle;
 use neardex::store::{
     CrashMode, Document, Fault, FaultStorage, Index, IndexError, IndexOptions, InsertIfNew, MemStorage, Metadata,
-    Storage,
+    Storage, WarmUp,
 };
 use neardex::{SignatureConfig, SignatureVector, Signer, Similarity, Threshold};
 
@@ -329,18 +330,34 @@ pub fn check_recovered(storage: Arc<dyn Storage>, outcome: &Outcome) -> Result<M
             outcome.in_flight.as_ref().map(|m| m.keys().collect::<Vec<_>>())
         ));
     };
-    // Exact queries over the recovered state against the oracle.
+    // Exact queries over the recovered state against the oracle: before
+    // the warm-up, and after it, when queries over several segments read
+    // the masks it builds; then the self-join.
     let docs: Vec<(u64, neardex::SignatureVector)> = found.values().map(|(id, v, _)| (*id, v.clone())).collect();
-    for t in [0u8, 1, 6, 13, 40] {
-        let q = signer.sign_text(&text(t)).vector;
-        for tau in [0.3, 0.6, 0.9, 1.0] {
-            let tau = Threshold::new(tau).unwrap();
-            let got = searcher.query(&q, tau).map_err(|e| format!("query failed: {e}"))?;
-            let want = oracle::query(docs.iter().map(|(id, v)| (*id, v)), &q, Similarity::MultisetJaccard, tau);
-            if got != want {
-                return Err(format!("query {t} at {tau:?}: index {got:?}, oracle {want:?}"));
+    for warmed in [false, true] {
+        if warmed {
+            searcher.warm_up(WarmUp::Pages);
+        }
+        for t in [0u8, 1, 6, 13, 40] {
+            let q = signer.sign_text(&text(t)).vector;
+            for tau in [0.3, 0.6, 0.9, 1.0] {
+                let tau = Threshold::new(tau).unwrap();
+                let got = searcher.query(&q, tau).map_err(|e| format!("query failed: {e}"))?;
+                let want = oracle::query(docs.iter().map(|(id, v)| (*id, v)), &q, Similarity::MultisetJaccard, tau);
+                if got != want {
+                    return Err(format!("query {t} at {tau:?} (warmed up: {warmed}): index {got:?}, oracle {want:?}"));
+                }
             }
         }
+    }
+    let refs: Vec<(u64, &neardex::SignatureVector)> = docs.iter().map(|(id, v)| (*id, v)).collect();
+    let tau = Threshold::new(0.6).unwrap();
+    let mut got = Vec::new();
+    searcher.self_join(tau, |p| got.push(p)).map_err(|e| format!("self-join failed: {e}"))?;
+    got.sort_unstable_by_key(|p| (p.a, p.b));
+    let want = oracle::self_join(&refs, Similarity::MultisetJaccard, tau);
+    if got != want {
+        return Err(format!("self-join at {tau:?}: index {got:?}, oracle {want:?}"));
     }
     Ok(state)
 }
