@@ -157,7 +157,7 @@ fn segment_base() -> &'static crate::store::MemStorage {
     static BASE: std::sync::OnceLock<crate::store::MemStorage> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
         let d = [("d", SEGMENT_TEXTS[0].1)];
-        small_index(&[&SEGMENT_TEXTS, &[]], &d)
+        small_index(&[&SEGMENT_TEXTS], &d)
     })
 }
 
@@ -176,9 +176,8 @@ fn two_segment_base() -> &'static crate::store::MemStorage {
     })
 }
 
-/// An in-memory index with a segment for each non-empty batch of
-/// `segments` (flushed in order: ids 1, 2, ...) and `pending` committed
-/// after them.
+/// An in-memory index with a segment for each batch of `segments`
+/// (flushed in order: ids 1, 2, ...) and `pending` committed after them.
 fn small_index(segments: &[&[(&str, &str)]], pending: &[(&str, &str)]) -> crate::store::MemStorage {
     use crate::store::{Document, Index, IndexOptions, MemStorage, Metadata};
     let storage = MemStorage::new();
@@ -192,7 +191,7 @@ fn small_index(segments: &[&[(&str, &str)]], pending: &[(&str, &str)]) -> crate:
         }
         w.commit().expect("commit");
     };
-    for texts in segments.iter().filter(|texts| !texts.is_empty()) {
+    for texts in segments {
         insert(texts);
         index.flush().expect("flush");
     }

@@ -4046,7 +4046,9 @@ mod tests {
             SharedKeys::Filter(_) => 0,
         };
         // Blocks are sized in whole blocks of each key range: `need`
-        // rounded up to a multiple of the ranges.
+        // rounded up to a multiple of the ranges, here at most 2,048
+        // (these builds of fewer than 2,048 × 1,024 keys take fewer, a
+        // power of two, whose multiple is never above 2,048's).
         let ranges = 1usize << SharedSignatures::RANGE_BITS;
         let whole = |need: usize| need.next_multiple_of(ranges);
         // 200,000 keys are in both: 400,000 incidences at two cells each,

@@ -333,7 +333,7 @@ pub fn check_recovered(storage: Arc<dyn Storage>, outcome: &Outcome) -> Result<M
     // Exact queries over the recovered state against the oracle: before
     // the warm-up, and after it, when queries over several segments read
     // the masks it builds; then the self-join.
-    let docs: Vec<(u64, neardex::SignatureVector)> = found.values().map(|(id, v, _)| (*id, v.clone())).collect();
+    let docs: Vec<(u64, &neardex::SignatureVector)> = found.values().map(|(id, v, _)| (*id, v)).collect();
     for warmed in [false, true] {
         if warmed {
             searcher.warm_up(WarmUp::Pages);
@@ -343,19 +343,18 @@ pub fn check_recovered(storage: Arc<dyn Storage>, outcome: &Outcome) -> Result<M
             for tau in [0.3, 0.6, 0.9, 1.0] {
                 let tau = Threshold::new(tau).unwrap();
                 let got = searcher.query(&q, tau).map_err(|e| format!("query failed: {e}"))?;
-                let want = oracle::query(docs.iter().map(|(id, v)| (*id, v)), &q, Similarity::MultisetJaccard, tau);
+                let want = oracle::query(docs.iter().copied(), &q, Similarity::MultisetJaccard, tau);
                 if got != want {
                     return Err(format!("query {t} at {tau:?} (warmed up: {warmed}): index {got:?}, oracle {want:?}"));
                 }
             }
         }
     }
-    let refs: Vec<(u64, &neardex::SignatureVector)> = docs.iter().map(|(id, v)| (*id, v)).collect();
     let tau = Threshold::new(0.6).unwrap();
     let mut got = Vec::new();
     searcher.self_join(tau, |p| got.push(p)).map_err(|e| format!("self-join failed: {e}"))?;
     got.sort_unstable_by_key(|p| (p.a, p.b));
-    let want = oracle::self_join(&refs, Similarity::MultisetJaccard, tau);
+    let want = oracle::self_join(&docs, Similarity::MultisetJaccard, tau);
     if got != want {
         return Err(format!("self-join at {tau:?}: index {got:?}, oracle {want:?}"));
     }
