@@ -1,7 +1,8 @@
 //! The exact query and the self-join on the real pages of ../shared/data,
 //! beside their slower but equally exact alternatives in the same run (the
 //! effect the SpotSigs paper's Table 2 shows): full pruning, the length
-//! window only, no pruning, and a brute-force scan of every document.
+//! window only, no pruning, and a brute-force scan of every document;
+//! and the self-join of a small index beside its brute force.
 //!
 //! Run: `cargo bench --bench query`
 
@@ -15,6 +16,7 @@ use neardex::store::{Document, Index, IndexOptions, Metadata, Pruning};
 use neardex::{oracle, SignatureConfig, SignatureVector, Signer, Similarity, Threshold};
 
 fn bench(c: &mut Criterion) {
+    small_self_join(c);
     let Some(data) = common::shared_data() else { return };
     let pages = common::all_pages(&data);
     let dir = tempfile::tempdir().unwrap();
@@ -67,6 +69,48 @@ fn bench(c: &mut Criterion) {
         })
     });
     let docs: Vec<(u64, &SignatureVector)> = vectors.iter().map(|(id, v)| (*id, v)).collect();
+    group.bench_function("brute_force", |b| b.iter(|| oracle::self_join(&docs, Similarity::MultisetJaccard, t).len()));
+    group.finish();
+}
+
+/// The self-join of a small index (15 short documents in three segments
+/// and the pending ones), where a fixed cost of its build shows (its key
+/// ranges: ARCHITECTURE.md), beside the brute-force pairs in the same run.
+fn small_self_join(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SignatureConfig::default();
+    let index =
+        Index::create_with(dir.path(), config, IndexOptions { flush_threshold: usize::MAX, ..IndexOptions::default() })
+            .unwrap();
+    for batch in 0..3 {
+        let mut w = index.writer().unwrap();
+        for i in 0..5 {
+            let text = format!(
+                "The council said that the new library number {i} will open in the spring of year {batch}, and that \
+                 it is a gift to the town."
+            );
+            w.insert(&format!("{batch}-{i}"), Document::Text(&text), Metadata::default()).unwrap();
+        }
+        w.commit().unwrap();
+        if batch < 2 {
+            index.flush().unwrap();
+        }
+    }
+    let s = index.searcher().unwrap();
+    let mut ids = Vec::new();
+    s.for_each_live(|id, _| ids.push(id)).unwrap();
+    let vectors: Vec<(u64, SignatureVector)> =
+        ids.iter().map(|&id| (id, s.get_by_id(id).unwrap().expect("a live document").vector)).collect();
+    let docs: Vec<(u64, &SignatureVector)> = vectors.iter().map(|(id, v)| (*id, v)).collect();
+    let t = Threshold::new(0.6).unwrap();
+    let mut group = c.benchmark_group("small_self_join_tau_0.6");
+    group.bench_function("indexed_parallel", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            s.self_join(t, |_| n += 1).unwrap();
+            n
+        })
+    });
     group.bench_function("brute_force", |b| b.iter(|| oracle::self_join(&docs, Similarity::MultisetJaccard, t).len()));
     group.finish();
 }
