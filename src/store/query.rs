@@ -859,8 +859,10 @@ impl SharedSignatures {
             starts.push(keys.len());
             Ok::<_, IndexError>((newly_shared, met_again))
         };
+        let least = least_split(total);
         let sampled: Vec<(usize, usize)> = (0..ranges.div_ceil(step))
             .into_par_iter()
+            .with_min_len(least)
             .map_init(filters, |local, i| first_pass(i * step, local))
             .collect::<Result<_, IndexError>>()?;
         // A shared key is listed once for each source that lists it: its
@@ -872,106 +874,102 @@ impl SharedSignatures {
         let (bases, counters) = Self::bases(sources);
         let blocks = joined.blocks;
         let blocks_per_range = blocks / ranges;
-        joined.block_words_mut().par_chunks_mut(blocks_per_range * JoinBlocks::WORDS).enumerate().try_for_each_init(
-            filters,
-            |local, (range, own_blocks)| {
-                first_pass(range, local)?;
-                let RangeFilters { met, keys, starts, staged, members, holders, .. } = local;
-                let block_base = range * blocks_per_range;
-                // Fresh pages: written before any read, so that none is
-                // first mapped to the shared zero page and then copied on
-                // its first write (a fault and a flush of both cores' TLBs
-                // each).
-                own_blocks.fill(0);
-                let mut all_counts = counters.mine();
-                let mut read = [(0u64, false, false); Self::STAGED];
-                let mut lasts = [None; Self::STAGED];
-                for (((&(source, bit), &(base, documents)), last_in_order), from) in
-                    sources.iter().zip(&bases).zip(&last_in_order).zip(starts.windows(2))
-                {
-                    let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
-                    for block in keys.get(from[0]..from[1]).unwrap_or_default().chunks(Self::STAGED) {
-                        // Each key's mask, and whether `shared` and
-                        // `listed_again` hold it, read once for the block.
-                        let read = &mut read[..block.len()];
-                        for (r, &(key, _, _)) in read.iter_mut().zip(block) {
-                            let mask = KeyFilter::mask(key);
-                            let (held, again) = met.holds(key, mask);
-                            *r = (mask, held, again);
-                        }
-                        // The lists of the block read for their last
-                        // holder: under set Jaccard together, in stages
-                        // (the keys to read gathered with no branch on
-                        // which they are: 14% of the keys of the 1M
-                        // word-3-shingle index, in no order a branch
-                        // predictor follows);
-                        // the multiset measures' last ordinals one at a
-                        // time, below.
-                        staged.clear();
-                        holders.clear();
-                        if let (KeySource::Segment(segment), true) = (source, last_in_order.staged()) {
-                            gather_flagged(
-                                staged,
-                                block.len(),
-                                block.iter().zip(read.iter()).map(|(&(_, index, only), &(_, held, again))| {
-                                    (index, only.is_none() & held & !again)
-                                }),
-                            );
-                            last_in_order.last_holders(segment, staged, members, holders)?;
-                        }
-                        // Each key's last holder, its count's line asked
-                        // for (a count is a random byte of the source's
-                        // documents: mostly a cache miss), and its bits
-                        // set; the counts once their lines are on the way.
-                        let mut listed = 0;
-                        let lasts = &mut lasts[..block.len()];
-                        for ((&(key, index, only), &(mask, held, again)), last) in
-                            block.iter().zip(read.iter()).zip(lasts.iter_mut())
-                        {
-                            // The document that holds the key last in the
-                            // join's order: the inline list's only one when
-                            // no other source lists the key and `shared`
-                            // rules it out, or the member of a list no other
-                            // source has that comes last in that order (none
-                            // known for the pending documents).
-                            *last = match source {
-                                // Under the multiset measures the list's
-                                // last ordinal, read here.
-                                KeySource::Segment(segment) if !last_in_order.staged() => match (held && again, only) {
-                                    (true, _) => None,
-                                    (false, Some(ordinal)) => Some(ordinal),
-                                    (false, None) if !held => None,
-                                    (false, None) => last_in_order.last_ordinal(segment, index)?,
-                                },
-                                // With no branch on the key's kind: the
-                                // list's holder, if one was read for it.
-                                _ => {
-                                    let reads = only.is_none() & held & !again;
-                                    let read_last = holders.get(listed).copied().flatten().filter(|_| reads);
-                                    listed += usize::from(reads);
-                                    only.or(read_last).filter(|_| !(held & again))
-                                }
-                            };
-                            super::mmap::prefetch_line(counts, last.map_or(0, |ordinal| ordinal as usize));
-                            // All ones when `shared` holds the key, else zero.
-                            let keep = 0u64.wrapping_sub(u64::from(held));
-                            JoinBlocks::set_in_range(
-                                own_blocks,
-                                blocks,
-                                block_base,
-                                key,
-                                mask & keep,
-                                bit & keep as u8,
-                            );
-                        }
-                        for &last in lasts.iter() {
-                            WorkerCounts::count(counts, last);
-                        }
+        let ranges_run = joined
+            .block_words_mut()
+            .par_chunks_mut(blocks_per_range * JoinBlocks::WORDS)
+            .enumerate()
+            .with_min_len(least);
+        ranges_run.try_for_each_init(filters, |local, (range, own_blocks)| {
+            first_pass(range, local)?;
+            let RangeFilters { met, keys, starts, staged, members, holders, .. } = local;
+            let block_base = range * blocks_per_range;
+            // Fresh pages: written before any read, so that none is
+            // first mapped to the shared zero page and then copied on
+            // its first write (a fault and a flush of both cores' TLBs
+            // each).
+            own_blocks.fill(0);
+            let mut all_counts = counters.mine();
+            let mut read = [(0u64, false, false); Self::STAGED];
+            let mut lasts = [None; Self::STAGED];
+            for (((&(source, bit), &(base, documents)), last_in_order), from) in
+                sources.iter().zip(&bases).zip(&last_in_order).zip(starts.windows(2))
+            {
+                let counts = all_counts.get_mut(base..base + documents).unwrap_or_default();
+                for block in keys.get(from[0]..from[1]).unwrap_or_default().chunks(Self::STAGED) {
+                    // Each key's mask, and whether `shared` and
+                    // `listed_again` hold it, read once for the block.
+                    let read = &mut read[..block.len()];
+                    for (r, &(key, _, _)) in read.iter_mut().zip(block) {
+                        let mask = KeyFilter::mask(key);
+                        let (held, again) = met.holds(key, mask);
+                        *r = (mask, held, again);
+                    }
+                    // The lists of the block read for their last
+                    // holder: under set Jaccard together, in stages
+                    // (the keys to read gathered with no branch on
+                    // which they are: 14% of the keys of the 1M
+                    // word-3-shingle index, in no order a branch
+                    // predictor follows);
+                    // the multiset measures' last ordinals one at a
+                    // time, below.
+                    staged.clear();
+                    holders.clear();
+                    if let (KeySource::Segment(segment), true) = (source, last_in_order.staged()) {
+                        gather_flagged(
+                            staged,
+                            block.len(),
+                            block
+                                .iter()
+                                .zip(read.iter())
+                                .map(|(&(_, index, only), &(_, held, again))| (index, only.is_none() & held & !again)),
+                        );
+                        last_in_order.last_holders(segment, staged, members, holders)?;
+                    }
+                    // Each key's last holder, its count's line asked
+                    // for (a count is a random byte of the source's
+                    // documents: mostly a cache miss), and its bits
+                    // set; the counts once their lines are on the way.
+                    let mut listed = 0;
+                    let lasts = &mut lasts[..block.len()];
+                    for ((&(key, index, only), &(mask, held, again)), last) in
+                        block.iter().zip(read.iter()).zip(lasts.iter_mut())
+                    {
+                        // The document that holds the key last in the
+                        // join's order: the inline list's only one when
+                        // no other source lists the key and `shared`
+                        // rules it out, or the member of a list no other
+                        // source has that comes last in that order (none
+                        // known for the pending documents).
+                        *last = match source {
+                            // Under the multiset measures the list's
+                            // last ordinal, read here.
+                            KeySource::Segment(segment) if !last_in_order.staged() => match (held && again, only) {
+                                (true, _) => None,
+                                (false, Some(ordinal)) => Some(ordinal),
+                                (false, None) if !held => None,
+                                (false, None) => last_in_order.last_ordinal(segment, index)?,
+                            },
+                            // With no branch on the key's kind: the
+                            // list's holder, if one was read for it.
+                            _ => {
+                                let reads = only.is_none() & held & !again;
+                                let read_last = holders.get(listed).copied().flatten().filter(|_| reads);
+                                listed += usize::from(reads);
+                                only.or(read_last).filter(|_| !(held & again))
+                            }
+                        };
+                        super::mmap::prefetch_line(counts, last.map_or(0, |ordinal| ordinal as usize));
+                        // All ones when `shared` holds the key, else zero.
+                        let keep = 0u64.wrapping_sub(u64::from(held));
+                        JoinBlocks::set_in_range(own_blocks, blocks, block_base, key, mask & keep, bit & keep as u8);
+                    }
+                    for &last in lasts.iter() {
+                        WorkerCounts::count(counts, last);
                     }
                 }
-                Ok::<(), IndexError>(())
-            },
-        )?;
+            }
+            Ok::<(), IndexError>(())
+        })?;
         Ok(SharedSignatures { keys: SharedKeys::Blocks(joined), held_last: counters.summed(), bases })
     }
 
@@ -1011,8 +1009,10 @@ impl SharedSignatures {
         // `lone` is an index of `sources` (of_sources_sampled's).
         let lone_source = &sources[lone].0;
         let last_in_order = LastInOrder::of(lone_source, measure)?;
+        let least = least_split(lone_source.len());
         let sampled: Vec<usize> = (0..ranges.div_ceil(step))
             .into_par_iter()
+            .with_min_len(least)
             .map(|i| {
                 let (lo, hi) = Self::range_bounds_in(bits, i * step);
                 let mut several_keys = 0;
@@ -1035,7 +1035,7 @@ impl SharedSignatures {
             KeySource::Segment(segment) => Some(*segment),
             KeySource::Sorted(_) => None,
         };
-        filter.words.par_chunks_mut(words_per_range).enumerate().try_for_each_init(
+        filter.words.par_chunks_mut(words_per_range).enumerate().with_min_len(least).try_for_each_init(
             scratch,
             |(staged, members, holders), (range, own_words)| {
                 let (lo, hi) = Self::range_bounds_in(bits, range);
@@ -2775,6 +2775,29 @@ const JOIN_CHUNK: usize = 8192;
 /// verifies them ([`Searcher::self_join_within`]).
 const JOIN_DEFERRED: usize = 8 << 20;
 
+/// The signatures below which a parallel step of a self-join or a warm-up
+/// runs on the calling thread ([`least_split`]): handing a step to
+/// rayon's threads and waiting for them costs a wake-up and a sleep on
+/// each side, more than a step over a few thousand signatures. Self-joins
+/// of the first real pages of `../shared/data` in three segments, on two
+/// cores, each way: on this thread 0.80–0.82 of the time of both threads
+/// at 1,107–2,871 SpotSigs signatures (10–25 pages), about even at
+/// 3,873–8,017, 1.44 at 12,051; word 3-shingles 1.13 already at 3,710
+/// (3 pages).
+const SEQUENTIAL_BELOW: usize = 1 << 12;
+
+/// The fewest items a parallel step over `work` signatures hands a
+/// thread (rayon's `with_min_len`): all of them, so that the step runs on
+/// the calling thread with no hand-over, below [`SEQUENTIAL_BELOW`];
+/// else one (rayon's own splitting).
+fn least_split(work: usize) -> usize {
+    if work < SEQUENTIAL_BELOW {
+        usize::MAX
+    } else {
+        1
+    }
+}
+
 /// A bounded self-join's deferred candidate: the probe (its index among
 /// the join's probes) and the candidate's place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -2923,7 +2946,8 @@ impl Searcher {
         let set_jaccard = self.signer.config().similarity == Similarity::SetJaccard;
         let read: &[S] = if set_jaccard { &READ_BY_QUERIES[..READ_BY_QUERIES.len() - 2] } else { &READ_BY_QUERIES };
         let segments: Vec<_> = self.state.segments.values().collect();
-        segments.par_iter().for_each(|loaded| {
+        let keys = segments.iter().map(|l| l.segment.posting_key_count()).sum();
+        segments.par_iter().with_min_len(least_split(keys)).for_each(|loaded| {
             let segment = &loaded.segment;
             // Pages first: building a directory reads its whole key
             // section, faster once the pages are mapped in one call.
@@ -3001,9 +3025,10 @@ impl Searcher {
     /// memory this process can have now ([`super::available_memory`]: the
     /// kernel's `MemAvailable`, or the memory cgroup's limit when less) or
     /// that memory is unknown; else half of it, at least
-    /// [`Searcher::LEAST_MAPPED`].
+    /// [`Searcher::LEAST_MAPPED`]. Segments of no more than that are
+    /// joined whole without reading the memory.
     pub fn join_memory(&self) -> Option<usize> {
-        super::budget::join_mapped(self.segment_bytes(), super::available_memory())
+        super::budget::join_mapped(self.segment_bytes(), super::available_memory)
     }
 
     /// [`Searcher::self_join`] in chunks of `chunk` probes (a test's
@@ -3017,9 +3042,11 @@ impl Searcher {
         use rayon::prelude::*;
         let (probes, shared) = self.join_setup()?;
         let segments: Vec<_> = self.state.segments.values().collect();
+        let least = least_split(self.signature_count());
         for chunk in probes.chunks(chunk.max(1)) {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
                 .par_iter()
+                .with_min_len(least)
                 .map(|&probe| {
                     let mut matches = self.join_probe(probe, &segments, &shared, tau, false)?.matches;
                     matches.sort_unstable_by_key(|m| m.id);
@@ -3162,6 +3189,14 @@ impl Searcher {
         Ok(())
     }
 
+    /// The snapshot's vector entries (distinct signatures of its
+    /// documents, deleted ones in segments included): a self-join's work,
+    /// as [`least_split`] weighs it.
+    fn signature_count(&self) -> usize {
+        let stored: usize = self.state.segments.values().map(|l| l.segment.hashes_len() / 8).sum();
+        stored + self.state.delta.values().map(|doc| doc.vector.hashes().len()).sum::<usize>()
+    }
+
     /// What both self-joins start with: containment refused, the
     /// directories built, the probes listed and the shared keys learned.
     fn join_setup(&self) -> Result<(Vec<JoinProbe>, SharedSignatures), IndexError> {
@@ -3170,8 +3205,13 @@ impl Searcher {
         }
         self.warm_up(WarmUp::Directories);
         // The probe list (one core) beside the shared-key build (all of
-        // them): its worker takes the build's ranges once it is done.
-        let (probes, shared) = rayon::join(|| self.join_probes(), || SharedSignatures::build(self));
+        // them): its worker takes the build's ranges once it is done. A
+        // small index's, one after the other on this thread.
+        let (probes, shared) = if least_split(self.signature_count()) == 1 {
+            rayon::join(|| self.join_probes(), || SharedSignatures::build(self))
+        } else {
+            (self.join_probes(), SharedSignatures::build(self))
+        };
         Ok((probes?, shared?))
     }
 
