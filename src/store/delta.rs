@@ -18,7 +18,7 @@
 //! index for the documents it leaves pending; older snapshots keep the old
 //! one alive through their `Arc`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
@@ -243,9 +243,176 @@ impl DeltaFingerprints {
     }
 }
 
+/// The pending documents of a snapshot, by id: the delta's truth (the
+/// [`DeltaIndex`] may list more). Held as runs of documents, each an
+/// immutable map behind an `Arc`, every id of a run below every id of the
+/// next (a commit's documents have ids above all before them), so that a
+/// snapshot's copy shares every run: a commit while a searcher holds the
+/// state before copies no document. With one map (until 2026-12-07) such a
+/// commit copied the whole delta, and the searcher's drop freed the old
+/// copy: at 15,000 pending pages, committed one at a time with a searcher
+/// held across each commit, half of the process's time went to the map's
+/// `clone` and `drop` (ARCHITECTURE.md, "The delta").
+///
+/// A commit's documents go in a run of their own, which is merged into the
+/// one before while that one is at most twice as long (as a binary
+/// counter carries), so a document is copied a logarithmic number of times
+/// over its life in the delta, and there are a logarithmic number of runs
+/// to look an id up in.
+#[derive(Debug, Default, Clone)]
+pub(super) struct PendingDocs {
+    runs: Vec<Arc<BTreeMap<u64, Arc<DeltaDoc>>>>,
+    /// Each run's last id, for the search of an id's run.
+    lasts: Vec<u64>,
+    len: usize,
+}
+
+impl PendingDocs {
+    /// How many documents are pending.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The run that would hold `id`: the first whose last id is not below it.
+    fn run_of(&self, id: u64) -> usize {
+        self.lasts.partition_point(|&last| last < id)
+    }
+
+    /// The pending document `id`.
+    pub(super) fn get(&self, id: &u64) -> Option<&Arc<DeltaDoc>> {
+        self.runs.get(self.run_of(*id))?.get(id)
+    }
+
+    pub(super) fn contains_key(&self, id: &u64) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Every pending document, ascending by id.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&u64, &Arc<DeltaDoc>)> {
+        self.runs.iter().flat_map(|run| run.iter())
+    }
+
+    /// Every pending id, ascending.
+    pub(super) fn keys(&self) -> impl Iterator<Item = &u64> {
+        self.iter().map(|(id, _)| id)
+    }
+
+    /// Every pending document, ascending by id.
+    pub(super) fn values(&self) -> impl Iterator<Item = &Arc<DeltaDoc>> {
+        self.iter().map(|(_, doc)| doc)
+    }
+
+    /// Takes `id` out (its run copied first if another snapshot shares it).
+    pub(super) fn remove(&mut self, id: &u64) -> Option<Arc<DeltaDoc>> {
+        let at = self.run_of(*id);
+        let run = self.runs.get_mut(at)?;
+        if !run.contains_key(id) {
+            return None;
+        }
+        let run = Arc::make_mut(run);
+        let removed = run.remove(id);
+        match run.last_key_value() {
+            Some((&last, _)) => self.lasts[at] = last,
+            None => {
+                self.runs.remove(at);
+                self.lasts.remove(at);
+            }
+        }
+        self.len -= 1;
+        removed
+    }
+
+    /// Adds a commit's documents: a run of their own, merged into the runs
+    /// before while each is at most twice as long. Documents whose ids do
+    /// not all come after the last pending one (never from a writer,
+    /// whose ids ascend) go into one run with every other.
+    pub(super) fn extend(&mut self, added: BTreeMap<u64, Arc<DeltaDoc>>) {
+        let (Some((&first, _)), Some((&last, _))) = (added.first_key_value(), added.last_key_value()) else {
+            return;
+        };
+        if self.lasts.last().is_some_and(|&before| before >= first) {
+            let mut all: BTreeMap<u64, Arc<DeltaDoc>> = self.iter().map(|(&id, doc)| (id, Arc::clone(doc))).collect();
+            all.extend(added);
+            *self = PendingDocs::from(all);
+            return;
+        }
+        self.len += added.len();
+        self.runs.push(Arc::new(added));
+        self.lasts.push(last);
+        while let [.., before, newest] = self.runs.as_slice() {
+            if before.len() > 2 * newest.len() {
+                break;
+            }
+            // The two runs' documents into one map (moved where no other
+            // snapshot shares a run, else copied: an `Arc` each), whose
+            // last id is the newest run's.
+            let (newest, before) = (self.runs.pop().unwrap_or_default(), self.runs.pop().unwrap_or_default());
+            let mut merged = Arc::unwrap_or_clone(before);
+            merged.append(&mut Arc::unwrap_or_clone(newest));
+            self.runs.push(Arc::new(merged));
+            self.lasts.remove(self.lasts.len() - 2);
+        }
+    }
+
+    /// How many runs hold the documents (for tests).
+    #[cfg(test)]
+    fn runs(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+/// Pending documents by id, as a query of them reads them: a snapshot's
+/// ([`PendingDocs`]) or a writer's staged ones (one map).
+pub(super) trait DocsById {
+    /// The document `id`.
+    fn doc(&self, id: u64) -> Option<&Arc<DeltaDoc>>;
+    /// Every document, ascending by id.
+    fn docs(&self) -> impl Iterator<Item = (&u64, &Arc<DeltaDoc>)>;
+    /// Whether there is none.
+    fn none(&self) -> bool;
+}
+
+/// Both kinds answer with their own `get`, `iter` and `is_empty`.
+macro_rules! docs_by_id {
+    ($($kind:ty),*) => {$(
+        impl DocsById for $kind {
+            fn doc(&self, id: u64) -> Option<&Arc<DeltaDoc>> {
+                self.get(&id)
+            }
+            fn docs(&self) -> impl Iterator<Item = (&u64, &Arc<DeltaDoc>)> {
+                self.iter()
+            }
+            fn none(&self) -> bool {
+                self.is_empty()
+            }
+        }
+    )*};
+}
+
+docs_by_id!(PendingDocs, BTreeMap<u64, Arc<DeltaDoc>>);
+
+impl From<BTreeMap<u64, Arc<DeltaDoc>>> for PendingDocs {
+    fn from(docs: BTreeMap<u64, Arc<DeltaDoc>>) -> PendingDocs {
+        match docs.last_key_value() {
+            Some((&last, _)) => PendingDocs { len: docs.len(), runs: vec![Arc::new(docs)], lasts: vec![last] },
+            None => PendingDocs::default(),
+        }
+    }
+}
+
+impl FromIterator<(u64, Arc<DeltaDoc>)> for PendingDocs {
+    fn from_iter<I: IntoIterator<Item = (u64, Arc<DeltaDoc>)>>(docs: I) -> PendingDocs {
+        PendingDocs::from(docs.into_iter().collect::<BTreeMap<_, _>>())
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{DeltaDoc, DeltaIndex, MANY};
+    use super::{DeltaDoc, DeltaIndex, PendingDocs, MANY};
     use crate::hash::Fingerprint;
     use crate::vector::SignatureVector;
     use proptest::prelude::*;
@@ -261,6 +428,48 @@ mod tests {
     }
 
     proptest! {
+        /// The runs of pending documents answer as one map would, through
+        /// commits (ascending ids, as a writer's), removals, and a commit
+        /// out of order, while an older copy (a searcher's snapshot) keeps
+        /// answering as it did; the runs stay fewer than the halvings of
+        /// the count plus two.
+        #[test]
+        fn pending_docs_are_one_map(
+            steps in prop::collection::vec((0usize..40, prop::collection::vec(0u64..400, 0..6), 0u8..20), 1..80),
+        ) {
+            let mut pending = PendingDocs::default();
+            let mut model: BTreeMap<u64, Arc<DeltaDoc>> = BTreeMap::new();
+            let mut next = 0u64;
+            let mut copies: Vec<(PendingDocs, BTreeMap<u64, Arc<DeltaDoc>>)> = Vec::new();
+            for (added, removed, odd) in steps {
+                // A commit's documents, above all before unless `odd` is 0.
+                let first = if odd == 0 { next / 2 } else { next };
+                let commit: BTreeMap<u64, Arc<DeltaDoc>> =
+                    (first..first + added as u64).map(|id| (id, doc(&[id], &[]))).collect();
+                next = next.max(first + added as u64);
+                model.extend(commit.iter().map(|(&id, d)| (id, Arc::clone(d))));
+                pending.extend(commit);
+                for id in removed {
+                    prop_assert_eq!(pending.remove(&id).is_some(), model.remove(&id).is_some());
+                }
+                if odd % 3 == 0 {
+                    copies.push((pending.clone(), model.clone()));
+                }
+                prop_assert_eq!(pending.len(), model.len());
+                prop_assert_eq!(pending.is_empty(), model.is_empty());
+                prop_assert!(pending.iter().map(|(&id, d)| (id, Arc::as_ptr(d))).eq(model.iter().map(|(&id, d)| (id, Arc::as_ptr(d)))));
+                for id in 0..next + 2 {
+                    prop_assert_eq!(pending.get(&id).map(Arc::as_ptr), model.get(&id).map(Arc::as_ptr));
+                    prop_assert_eq!(pending.contains_key(&id), model.contains_key(&id));
+                }
+                prop_assert!(pending.runs() <= (usize::BITS - model.len().leading_zeros()) as usize + 2, "{} runs for {}", pending.runs(), model.len());
+            }
+            for (copy, then) in copies {
+                prop_assert!(copy.keys().copied().eq(then.keys().copied()));
+                prop_assert_eq!(copy.len(), then.len());
+            }
+        }
+
         /// Every key lists exactly the documents that hold it, in the
         /// order they were queued (ids above 2^63 included), with their
         /// lengths; after a flush, the next index lists only the

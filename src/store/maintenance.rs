@@ -179,7 +179,8 @@ impl Inner {
         let docs: Vec<(u64, Arc<super::DeltaDoc>)> =
             snapshot.delta.iter().map(|(&id, d)| (id, Arc::clone(d))).collect();
         // The ids written, ascending. The snapshot goes now: while it is
-        // held, every commit has to copy the delta instead of extending it.
+        // held, every commit works on a copy of the state (the delta's
+        // runs shared, its last run's merges copied).
         let written: Vec<u64> = snapshot.delta.keys().copied().collect();
         drop(snapshot);
         // Its pair buffers are freed with it (a bulk load's writers keep
@@ -236,7 +237,7 @@ impl Inner {
         segments.insert(segment_id, loaded);
         // The masks stay, with the new segment named for every key.
         let segment_masks = guard.segment_masks.appended(&segments, segment_id);
-        let delta: BTreeMap<u64, Arc<super::DeltaDoc>> = guard
+        let delta: super::delta::PendingDocs = guard
             .delta
             .iter()
             .filter(|(id, _)| written.binary_search(id).is_err())
@@ -253,7 +254,7 @@ impl Inner {
         };
         // The writer's map of pending fingerprints starts afresh with them.
         *lock(&self.delta_fingerprints) = None;
-        let delta_index = DeltaIndex::after_flush(&guard.delta_index, &delta);
+        let delta_index = DeltaIndex::after_flush(&guard.delta_index, delta.iter());
         *guard = Arc::new(State {
             segments,
             delta_index,

@@ -258,7 +258,7 @@ struct LoadedSegment {
 #[derive(Debug, Default)]
 struct State {
     segments: BTreeMap<u64, Arc<LoadedSegment>>,
-    delta: Arc<BTreeMap<u64, Arc<DeltaDoc>>>,
+    delta: Arc<delta::PendingDocs>,
     /// Postings and band buckets of the delta: of these documents and
     /// maybe of others, so every id found is looked up in `delta`
     /// (`delta.rs`).
@@ -1106,7 +1106,7 @@ fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &
     Ok(State {
         segments,
         delta_index: DeltaIndex::shared(&delta),
-        delta: Arc::new(delta),
+        delta: Arc::new(delta::PendingDocs::from(delta)),
         deleted: Arc::new(deleted),
         deleted_per_segment: Arc::new(deleted_per_segment),
         ranks: Arc::default(),
@@ -1535,7 +1535,8 @@ impl<'a> Writer<'a> {
             // The published state is usually held by nobody else (no
             // searcher of it lives): then its maps are taken and extended in
             // place, and a commit costs its own documents, not the whole
-            // delta. A searcher that holds it keeps it; the maps are copied.
+            // delta. A searcher that holds it keeps it; the maps are copied
+            // (the delta's runs shared: `PendingDocs`).
             let State {
                 mut segments,
                 delta,

@@ -2348,7 +2348,7 @@ impl Searcher {
             return;
         }
         let index = super::delta::read(&self.state.delta_index);
-        query_pending(&self.state.delta, &index, plan, sink, stats);
+        query_pending(&*self.state.delta, &index, plan, sink, stats);
     }
 
     /// The part of a query in `segment`, at `position` among the
@@ -3514,14 +3514,14 @@ const PENDING_SAMPLE: u64 = 2;
 /// the δ1 break and the per-document bound of [`Searcher::query_segment`]
 /// (lists are not in length order here, so there is no δ2 break).
 fn query_pending(
-    delta: &BTreeMap<u64, Arc<super::DeltaDoc>>,
+    delta: &impl super::delta::DocsById,
     index: &super::delta::DeltaIndex,
     plan: &Plan<'_>,
     sink: &mut Sink,
     stats: &mut QueryStats,
 ) {
     let &Plan { query, measure, window, pruning, .. } = plan;
-    if delta.is_empty() {
+    if delta.none() {
         return;
     }
     let verify = |id: u64, x: u64, vector: &SignatureVector, sink: &mut Sink, stats: &mut QueryStats| {
@@ -3531,7 +3531,7 @@ fn query_pending(
         }
     };
     if pruning == Pruning::None {
-        for (&id, doc) in delta.iter() {
+        for (&id, doc) in delta.docs() {
             stats.delta_scanned += 1;
             verify(id, measure.length(&doc.vector), &doc.vector, sink, stats);
         }
@@ -3597,7 +3597,7 @@ fn query_pending(
                 seen.insert(id);
             } else if !full {
                 seen.insert(id);
-                if let Some(doc) = delta.get(&id) {
+                if let Some(doc) = delta.doc(id) {
                     verify(id, x, &doc.vector, sink, stats);
                 }
             } else if bound(measure, len_q, delta1, x).meets(sink.tau) {
@@ -3616,7 +3616,7 @@ fn query_pending(
             stats.pruned_by_bounds += 1;
             continue;
         }
-        if let Some(doc) = delta.get(&id) {
+        if let Some(doc) = delta.doc(id) {
             verify(id, x, &doc.vector, sink, stats);
         }
     }
