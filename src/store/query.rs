@@ -2781,7 +2781,7 @@ const JOIN_DEFERRED: usize = 8 << 20;
 /// each side, more than a step over a few thousand signatures. Self-joins
 /// of the first real pages of `../shared/data` in three segments, on two
 /// cores, each way: on this thread 0.80–0.82 of the time of both threads
-/// at 1,107–2,871 SpotSigs signatures (10–25 pages), about even at
+/// at 1,107–2,871 SpotSigs signatures (10–25 pages), 0.82–1.02 at
 /// 3,873–8,017, 1.44 at 12,051; word 3-shingles 1.13 already at 3,710
 /// (3 pages).
 const SEQUENTIAL_BELOW: usize = 1 << 12;
@@ -3040,9 +3040,8 @@ impl Searcher {
         mut emit: impl FnMut(crate::oracle::Pair),
     ) -> Result<(), IndexError> {
         use rayon::prelude::*;
-        let (probes, shared) = self.join_setup()?;
+        let (probes, shared, least) = self.join_setup()?;
         let segments: Vec<_> = self.state.segments.values().collect();
-        let least = least_split(self.signature_count());
         for chunk in probes.chunks(chunk.max(1)) {
             let found: Vec<Result<Vec<crate::oracle::Pair>, IndexError>> = chunk
                 .par_iter()
@@ -3126,7 +3125,7 @@ impl Searcher {
             // the page cache: the join maps what it reads.
             self.release_pages();
         }
-        let (probes, shared) = self.join_setup()?;
+        let (probes, shared, _) = self.join_setup()?;
         // The probes in the order of their vectors (the pending ones last).
         let mut run: Vec<usize> = (0..probes.len()).collect();
         run.sort_unstable_by_key(|&i| probes[i].place);
@@ -3198,8 +3197,10 @@ impl Searcher {
     }
 
     /// What both self-joins start with: containment refused, the
-    /// directories built, the probes listed and the shared keys learned.
-    fn join_setup(&self) -> Result<(Vec<JoinProbe>, SharedSignatures), IndexError> {
+    /// directories built, the probes listed and the shared keys learned;
+    /// with the least split of the join's parallel steps
+    /// ([`least_split`] of [`Searcher::signature_count`]).
+    fn join_setup(&self) -> Result<(Vec<JoinProbe>, SharedSignatures, usize), IndexError> {
         if self.signer.config().similarity == Similarity::Containment {
             return Err(IndexError::Unsupported { what: "self-join under containment similarity" });
         }
@@ -3207,12 +3208,13 @@ impl Searcher {
         // The probe list (one core) beside the shared-key build (all of
         // them): its worker takes the build's ranges once it is done. A
         // small index's, one after the other on this thread.
-        let (probes, shared) = if least_split(self.signature_count()) == 1 {
+        let least = least_split(self.signature_count());
+        let (probes, shared) = if least == 1 {
             rayon::join(|| self.join_probes(), || SharedSignatures::build(self))
         } else {
             (self.join_probes(), SharedSignatures::build(self))
         };
-        Ok((probes?, shared?))
+        Ok((probes?, shared?, least))
     }
 
     /// Verifies the deferred candidates of a bounded self-join
