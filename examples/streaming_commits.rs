@@ -1,0 +1,55 @@
+//! A crawler's loop over an index: for each generated page, a fresh
+//! searcher and an exact query at τ = 0.8, an insert, a durable commit.
+//! Prints the time per page of each part over each 5,000 pages, so that a
+//! cost growing with the pending documents shows. With `HOLD=1` the
+//! searcher is kept across the commit (as a reader thread would hold one),
+//! which before the delta's shared runs made every commit copy every
+//! pending document (ARCHITECTURE.md, the paragraph on `State`).
+//!
+//! Run: `[HOLD=1] [N=20000] cargo run --release --example streaming_commits`
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::webcorpus::Corpus;
+use neardex::store::{Document, Index, Metadata};
+use neardex::{SignatureConfig, Signer, Threshold};
+use std::time::Instant;
+
+fn main() {
+    let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let hold = std::env::var_os("HOLD").is_some();
+    let corpus = Corpus::load(7);
+    let signer = Signer::new(SignatureConfig::default()).expect("the default configuration");
+    let signatures: Vec<_> = (0..n).map(|i| signer.sign_html(corpus.page(i).as_bytes())).collect();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let index = Index::create(dir.path(), SignatureConfig::default()).expect("an index");
+    let tau = Threshold::new(0.8).expect("a threshold");
+    let mut writer = index.writer().expect("the writer");
+    let (mut found, mut window) = (0, [0.0f64; 3]);
+    for (i, signature) in signatures.iter().enumerate() {
+        let start = Instant::now();
+        let searcher = index.searcher().expect("a searcher");
+        found += searcher.query(&signature.vector, tau).expect("a query").len();
+        let held = hold.then_some(searcher);
+        let queried = Instant::now();
+        writer.insert(&i.to_string(), Document::Signatures(signature), Metadata::default()).expect("an insert");
+        let inserted = Instant::now();
+        writer = writer.commit_and_continue().expect("a commit").1;
+        drop(held);
+        let committed = Instant::now();
+        for (sum, span) in window.iter_mut().zip([queried - start, inserted - queried, committed - inserted]) {
+            *sum += span.as_secs_f64();
+        }
+        if (i + 1) % 5_000 == 0 || i + 1 == signatures.len() {
+            let pages = (i % 5_000 + 1) as f64;
+            let [query, insert, commit] = window.map(|sum| sum / pages * 1e6);
+            println!(
+                "pages to {}: a page's searcher and query {query:.1} us, insert {insert:.1} us, commit {commit:.1} us \
+                 ({found} matches so far)",
+                i + 1
+            );
+            window = [0.0; 3];
+        }
+    }
+}
