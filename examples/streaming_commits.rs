@@ -6,7 +6,12 @@
 //! which before the delta's shared runs made every commit copy every
 //! pending document (ARCHITECTURE.md, the paragraph on `State`).
 //!
-//! Run: `[HOLD=1] [N=20000] cargo run --release --example streaming_commits`
+//! With `REPLACE=STORED`, STORED pages are first loaded in one bulk commit
+//! (one segment) and each streamed page then replaces one of them (the
+//! same key, the next page's text), as a recrawl would: each commit
+//! deletes a document from the segment.
+//!
+//! Run: `[HOLD=1] [REPLACE=STORED] [N=20000] cargo run --release --example streaming_commits`
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -19,11 +24,20 @@ use std::time::Instant;
 fn main() {
     let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let hold = std::env::var_os("HOLD").is_some();
+    let stored: u64 = std::env::var("REPLACE").ok().map_or(0, |v| v.parse().expect("REPLACE is a page count"));
     let corpus = Corpus::load(7);
     let signer = Signer::new(SignatureConfig::default()).expect("the default configuration");
-    let signatures: Vec<_> = (0..n).map(|i| signer.sign_html(corpus.page(i).as_bytes())).collect();
+    let sign = |i: u64| signer.sign_html(corpus.page(i).as_bytes());
     let dir = tempfile::tempdir().expect("a temporary directory");
     let index = Index::create(dir.path(), SignatureConfig::default()).expect("an index");
+    if stored > 0 {
+        let mut bulk = index.bulk_writer().expect("the bulk writer");
+        for i in 0..stored {
+            bulk.insert(&i.to_string(), Document::Signatures(&sign(i)), Metadata::default()).expect("an insert");
+        }
+        bulk.commit().expect("the bulk commit");
+    }
+    let signatures: Vec<_> = (stored..stored + n).map(sign).collect();
     let tau = Threshold::new(0.8).expect("a threshold");
     let mut writer = index.writer().expect("the writer");
     let (mut found, mut window) = (0, [0.0f64; 3]);
@@ -33,7 +47,13 @@ fn main() {
         found += searcher.query(&signature.vector, tau).expect("a query").len();
         let held = hold.then_some(searcher);
         let queried = Instant::now();
-        writer.insert(&i.to_string(), Document::Signatures(signature), Metadata::default()).expect("an insert");
+        let document = Document::Signatures(signature);
+        if stored > 0 {
+            let key = (i as u64 % stored).to_string();
+            writer.replace(&key, document, Metadata::default()).expect("a replacement");
+        } else {
+            writer.insert(&i.to_string(), document, Metadata::default()).expect("an insert");
+        }
         let inserted = Instant::now();
         writer = writer.commit_and_continue().expect("a commit").1;
         drop(held);

@@ -25,7 +25,7 @@
 //! maintenance, writer; a commit running a job inline holds the writer
 //! lock (there are no background threads then).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -274,7 +274,7 @@ impl Inner {
     fn decoded_docs(
         &self,
         segments: &[Arc<LoadedSegment>],
-        deleted: &BTreeSet<u64>,
+        deleted: &super::DeletedIds,
     ) -> Result<Vec<SegmentDoc>, IndexError> {
         let mut docs = Vec::new();
         for loaded in segments {
@@ -286,7 +286,7 @@ impl Inner {
             };
             for ordinal in 0..segment.doc_count() {
                 let entry = segment.entry(ordinal)?;
-                if !deleted.contains(&entry.id) {
+                if !deleted.contains(entry.id) {
                     let vector = segment.vector(ordinal)?;
                     let fingerprint = fingerprints[ordinal as usize];
                     docs.push(SegmentDoc { id: entry.id, vector, band_keys: Vec::new(), fingerprint });
@@ -460,7 +460,7 @@ impl Inner {
         for loaded in &segments {
             for ordinal in 0..loaded.segment.doc_count() {
                 let id = loaded.segment.entry(ordinal)?.id;
-                if deleted_before.contains(&id) {
+                if deleted_before.contains(id) {
                     dropped.push(id);
                 } else {
                     moved.push(id);
@@ -477,7 +477,7 @@ impl Inner {
             None
         } else if segments.iter().all(|l| merges_in_place(&l.segment)) {
             let sources: Vec<&Segment<SegmentBytes>> = segments.iter().map(|l| &l.segment).collect();
-            merge_segments(new_id, bands, &sources, |id| deleted_before.contains(&id))?
+            merge_segments(new_id, bands, &sources, |id| deleted_before.contains(id))?
         } else {
             // Not empty: they are the `moved` documents.
             Some(build_segment_file(new_id, bands, self.decoded_docs(&segments, &deleted_before)?))
@@ -498,7 +498,7 @@ impl Inner {
         // Documents deleted while the merge was building (only with
         // background maintenance) are in the new segment.
         let late: Vec<u64> =
-            current.deleted.difference(&deleted_before).copied().filter(|id| moved.binary_search(id).is_ok()).collect();
+            (&*current.deleted - &*deleted_before).into_iter().filter(|id| moved.binary_search(id).is_ok()).collect();
         let txn = self.catalog.begin_write()?;
         let (loaded, unlisted) = match written {
             Some((record, loaded, unlisted)) => {
@@ -538,7 +538,7 @@ impl Inner {
                 segments.insert(new_id, loaded);
             }
             let mut deleted = (*guard.deleted).clone();
-            for id in &dropped {
+            for &id in &dropped {
                 deleted.remove(id);
             }
             let mut per_segment = (*guard.deleted_per_segment).clone();

@@ -254,6 +254,9 @@ struct LoadedSegment {
     segment: Segment<SegmentBytes>,
 }
 
+/// The set of deleted segment documents' ids in [`State`].
+type DeletedIds = roaring::RoaringTreemap;
+
 /// The published, immutable state a searcher snapshots.
 #[derive(Debug, Default)]
 struct State {
@@ -263,7 +266,12 @@ struct State {
     /// maybe of others, so every id found is looked up in `delta`
     /// (`delta.rs`).
     delta_index: Arc<RwLock<DeltaIndex>>,
-    deleted: Arc<BTreeSet<u64>>,
+    /// Ids of segment documents deleted (the `deleted` table's keys). A
+    /// compressed bitmap rather than a `BTreeSet`: a commit that deletes
+    /// while a searcher holds the state copies it, and ids are dense, so
+    /// the copy is a few kilobytes of containers, not a node per id
+    /// (ARCHITECTURE.md, the paragraph on `State`).
+    deleted: Arc<DeletedIds>,
     /// How many of `deleted` each segment holds, by segment id (the
     /// `deleted` table's rows counted by segment): what the merge policy
     /// weighs. Segments without deleted documents are absent.
@@ -1096,7 +1104,7 @@ fn load_state_reusing(storage: &dyn Storage, txn: &redb::ReadTransaction, old: &
         delta.insert(id, Arc::new(doc));
     }
     let deleted_table = txn.open_table(DELETED).map_err(redb_err("opening deleted"))?;
-    let mut deleted = BTreeSet::new();
+    let mut deleted = DeletedIds::new();
     let mut deleted_per_segment = BTreeMap::new();
     for row in deleted_table.iter().map_err(redb_err("reading deleted"))? {
         let (id, segment) = row.map_err(redb_err("reading deleted"))?;
@@ -1722,7 +1730,7 @@ impl<'w> CommittedDuplicates<'w> {
             let segment = &loaded.segment;
             for ordinal in segment.fingerprint_ordinals(fingerprint) {
                 let id = segment.entry(ordinal)?.id;
-                if !state.deleted.contains(&id) && !self.newly_deleted.contains(&id) {
+                if !state.deleted.contains(id) && !self.newly_deleted.contains(&id) {
                     consider(id);
                 }
             }
@@ -1951,7 +1959,7 @@ impl Searcher {
             let segment = &loaded.segment;
             for ordinal in 0..segment.doc_count() {
                 let entry = segment.entry(ordinal)?;
-                if !self.state.deleted.contains(&entry.id) {
+                if !self.state.deleted.contains(entry.id) {
                     f(position, ordinal, segment, entry)?;
                 }
             }
@@ -1977,7 +1985,7 @@ impl Searcher {
     /// Number of live documents.
     pub fn len(&self) -> u64 {
         let in_segments: u64 = self.state.segments.values().map(|s| u64::from(s.segment.doc_count())).sum();
-        in_segments - self.state.deleted.len() as u64 + self.state.delta.len() as u64
+        in_segments - self.state.deleted.len() + self.state.delta.len() as u64
     }
 
     /// True when no document is live.
@@ -2011,7 +2019,7 @@ impl Searcher {
         let segment_bytes = self.segment_bytes();
         Ok(IndexStats {
             documents: self.len(),
-            deleted: self.state.deleted.len() as u64,
+            deleted: self.state.deleted.len(),
             pending: self.state.delta.len() as u64,
             segments: self.state.segments.len() as u64,
             bytes_on_disk: catalog_bytes + segment_bytes,

@@ -2540,7 +2540,7 @@ impl Searcher {
             let position = u32::try_from(position).unwrap_or(u32::MAX);
             for &(ordinal, (_, x)) in verify.iter() {
                 let id = segment.entry(ordinal)?.id;
-                if !self.state.deleted.contains(&id) && plan.wants(x, id) {
+                if !self.state.deleted.contains(id) && plan.wants(x, id) {
                     deferred.push((position, ordinal));
                 }
             }
@@ -2643,7 +2643,7 @@ impl Searcher {
     ) -> Result<(), IndexError> {
         let entry = segment.entry(ordinal)?;
         let id = entry.id;
-        if !self.state.deleted.contains(&id) && plan.wants(x, id) {
+        if !self.state.deleted.contains(id) && plan.wants(x, id) {
             stats.candidates_verified += 1;
             // A candidate whose merge shows it cannot meet the sink's
             // threshold is not offered (the sink would refuse it).
@@ -2676,7 +2676,7 @@ impl Searcher {
             candidates.dedup();
             for &ordinal in &candidates {
                 let entry = segment.entry(ordinal)?;
-                if self.state.deleted.contains(&entry.id) {
+                if self.state.deleted.contains(entry.id) {
                     continue;
                 }
                 // A candidate that cannot meet τ ends its merge early (one
