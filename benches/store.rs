@@ -20,6 +20,9 @@
 //!   a near-copy), then each commit's pages through one
 //!   `Writer::insert_batch_if_new`, and the ratio of the two
 //!   (`NEARDEX_BENCH_RUNS=if_new` runs only these);
+//! - a recrawl that finds every page unchanged: each page replaced (same
+//!   key, same text) through one bulk writer, after the second ingest
+//!   (`NEARDEX_BENCH_RUNS=background,replace`);
 //! - the index's bytes on disk against its signature vectors, keys and
 //!   metadata, after the ingest and after `Index::compact_catalog`;
 //! - open time and resident memory right after `Index::open_read_only`,
@@ -334,6 +337,35 @@ fn ingest(
     (ingest, dir, index)
 }
 
+/// A recrawl that finds every page unchanged: each replaced (the same key,
+/// the same text) through one bulk writer and one durable commit. Every
+/// staged page's exact-duplicate check meets the document it replaces,
+/// which the writer has just deleted (until session 104 a list, searched
+/// once a page: quadratic in the pages replaced).
+fn replace_unchanged(corpus: &Corpus, signer: &Signer, n: u64, index: &Index, baseline: f64) {
+    let start = Instant::now();
+    let mut bulk = index.bulk_writer().unwrap();
+    produce(corpus, signer, n, |i, s| {
+        let key = format!("https://news.example/{i}");
+        bulk.replace(&key, Document::Signatures(&s), Metadata::default()).unwrap();
+    });
+    let staged = start.elapsed().as_secs_f64();
+    bulk.commit().unwrap();
+    index.wait_for_maintenance();
+    assert_eq!(index.maintenance_error(), None);
+    let wall = start.elapsed().as_secs_f64();
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.documents, stats.deleted), (n, 0), "every page replaced once, the old segments dropped");
+    println!(
+        "replace, every page unchanged, one bulk writer: {:.0} docs/s ({:.2} of the baseline; staging {staged:.1} s, \
+         the commit and merges {:.1} s); {} segments",
+        n as f64 / wall,
+        n as f64 / wall / baseline,
+        wall - staged,
+        stats.segments
+    );
+}
+
 /// Every page through `Writer::insert_if_new` at τ = 0.8, 1,000 a durable
 /// commit, maintenance inside the commits (the defaults); with `batched`,
 /// each commit's pages through one `Writer::insert_batch_if_new`. Returns
@@ -425,6 +457,9 @@ fn main() {
         return;
     }
     let (_, dir, index) = ingest(&corpus, &signer, n, true, baseline);
+    if runs("replace") {
+        replace_unchanged(&corpus, &signer, n, &index, baseline);
+    }
     drop(index);
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--open-only", dir.path().to_str().unwrap()])

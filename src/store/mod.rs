@@ -254,7 +254,8 @@ struct LoadedSegment {
     segment: Segment<SegmentBytes>,
 }
 
-/// The set of deleted segment documents' ids in [`State`].
+/// A set of deleted documents' ids: [`State`]'s segment documents, and a
+/// writer's own deletions until its commit.
 type DeletedIds = roaring::RoaringTreemap;
 
 /// The published, immutable state a searcher snapshots.
@@ -788,8 +789,8 @@ impl Index {
             added: BTreeMap::new(),
             added_fingerprints: DeltaFingerprints::default(),
             added_index: None,
-            removed_pending: Vec::new(),
-            newly_deleted: Vec::new(),
+            removed_pending: DeletedIds::new(),
+            newly_deleted: DeletedIds::new(),
             newly_deleted_per_segment: BTreeMap::new(),
             bulk,
             buffers: PairBuffers::default(),
@@ -1150,8 +1151,12 @@ pub struct Writer<'a> {
     /// insert queues its document (ids unstaged since are looked up in
     /// `added` and skipped).
     added_index: Option<DeltaIndex>,
-    removed_pending: Vec<u64>,
-    newly_deleted: Vec<u64>,
+    /// Pending documents this writer deleted, and segment documents: sets,
+    /// since every staged document's exact-duplicate check asks whether
+    /// its matches are among them (a list made a bulk replacement of
+    /// unchanged pages quadratic).
+    removed_pending: DeletedIds,
+    newly_deleted: DeletedIds,
     /// How many of `newly_deleted` each segment holds, by segment id.
     newly_deleted_per_segment: BTreeMap<u64, u32>,
     /// A bulk writer ([`Index::bulk_writer`]): `added` goes to a segment at
@@ -1396,7 +1401,7 @@ impl<'a> Writer<'a> {
         // staged.
         let mut matches: Vec<Match> = stored
             .into_iter()
-            .filter(|m| !self.newly_deleted.contains(&m.id) && !self.removed_pending.contains(&m.id))
+            .filter(|m| !self.newly_deleted.contains(m.id) && !self.removed_pending.contains(m.id))
             .collect();
         let measure = self.index.config().similarity;
         let staged = Self::staged_index(&mut self.added_index, &self.added);
@@ -1444,7 +1449,7 @@ impl<'a> Writer<'a> {
             return Ok(true);
         }
         if was_pending {
-            self.removed_pending.push(id);
+            self.removed_pending.insert(id);
             return Ok(true);
         }
         // Flushes and merges need the writer lock, which this writer holds:
@@ -1463,7 +1468,7 @@ impl<'a> Writer<'a> {
             .map_err(redb_err("opening deleted"))?
             .insert(id, holder)
             .map_err(redb_err("writing deleted"))?;
-        self.newly_deleted.push(id);
+        self.newly_deleted.insert(id);
         *self.newly_deleted_per_segment.entry(holder).or_insert(0) += 1;
         Ok(true)
     }
@@ -1569,7 +1574,7 @@ impl<'a> Writer<'a> {
             };
             let mut delta = Arc::unwrap_or_clone(delta);
             for id in &self.removed_pending {
-                delta.remove(id);
+                delta.remove(&id);
             }
             if let Some((id, loaded)) = staged {
                 // The estimates of the old segment list go; its masks stay,
@@ -1593,7 +1598,7 @@ impl<'a> Writer<'a> {
                 (deleted, deleted_per_segment)
             } else {
                 let mut deleted = Arc::unwrap_or_clone(deleted);
-                deleted.extend(self.newly_deleted.drain(..));
+                deleted |= std::mem::take(&mut self.newly_deleted);
                 let mut per_segment = Arc::unwrap_or_clone(deleted_per_segment);
                 for (&segment, &count) in &self.newly_deleted_per_segment {
                     *per_segment.entry(segment).or_insert(0) += count;
@@ -1691,12 +1696,12 @@ struct Staging<'w> {
 struct CommittedDuplicates<'w> {
     state: Arc<State>,
     delta_fingerprints: &'w Mutex<Option<DeltaFingerprints>>,
-    removed_pending: &'w [u64],
-    newly_deleted: &'w [u64],
+    removed_pending: &'w DeletedIds,
+    newly_deleted: &'w DeletedIds,
 }
 
 impl<'w> CommittedDuplicates<'w> {
-    fn of(index: &'w Index, removed_pending: &'w [u64], newly_deleted: &'w [u64]) -> Self {
+    fn of(index: &'w Index, removed_pending: &'w DeletedIds, newly_deleted: &'w DeletedIds) -> Self {
         CommittedDuplicates {
             state: index.inner.current(),
             delta_fingerprints: &index.inner.delta_fingerprints,
@@ -1721,7 +1726,7 @@ impl<'w> CommittedDuplicates<'w> {
             let mut map = lock(self.delta_fingerprints);
             let map = map.get_or_insert_with(|| DeltaFingerprints::of(state.delta.iter()));
             for &id in map.ids(fingerprint) {
-                if state.delta.contains_key(&id) && !self.removed_pending.contains(&id) {
+                if state.delta.contains_key(&id) && !self.removed_pending.contains(id) {
                     consider(id);
                 }
             }
@@ -1730,7 +1735,7 @@ impl<'w> CommittedDuplicates<'w> {
             let segment = &loaded.segment;
             for ordinal in segment.fingerprint_ordinals(fingerprint) {
                 let id = segment.entry(ordinal)?.id;
-                if !state.deleted.contains(id) && !self.newly_deleted.contains(&id) {
+                if !state.deleted.contains(id) && !self.newly_deleted.contains(id) {
                     consider(id);
                 }
             }
