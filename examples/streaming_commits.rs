@@ -40,10 +40,11 @@ fn main() {
     let signatures: Vec<_> = (stored..stored + n).map(sign).collect();
     let tau = Threshold::new(0.8).expect("a threshold");
     let mut writer = index.writer().expect("the writer");
-    let (mut found, mut window) = (0, [0.0f64; 3]);
+    let (mut found, mut window) = (0, [0.0f64; 4]);
     for (i, signature) in signatures.iter().enumerate() {
         let start = Instant::now();
         let searcher = index.searcher().expect("a searcher");
+        let opened = Instant::now();
         found += searcher.query(&signature.vector, tau).expect("a query").len();
         let held = hold.then_some(searcher);
         let queried = Instant::now();
@@ -58,18 +59,21 @@ fn main() {
         writer = writer.commit_and_continue().expect("a commit").1;
         drop(held);
         let committed = Instant::now();
-        for (sum, span) in window.iter_mut().zip([queried - start, inserted - queried, committed - inserted]) {
+        for (sum, span) in
+            window.iter_mut().zip([opened - start, queried - opened, inserted - queried, committed - inserted])
+        {
             *sum += span.as_secs_f64();
         }
         if (i + 1) % 5_000 == 0 || i + 1 == signatures.len() {
             let pages = (i % 5_000 + 1) as f64;
-            let [query, insert, commit] = window.map(|sum| sum / pages * 1e6);
+            let [open, query, insert, commit] = window.map(|sum| sum / pages * 1e6);
             println!(
-                "pages to {}: a page's searcher and query {query:.1} us, insert {insert:.1} us, commit {commit:.1} us \
+                "pages to {}: a page's searcher {open:.1} us, query {query:.1} us, insert {insert:.1} us, \
+                 commit {commit:.1} us \
                  ({found} matches so far)",
                 i + 1
             );
-            window = [0.0; 3];
+            window = [0.0; 4];
         }
     }
 }
