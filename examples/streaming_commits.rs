@@ -9,9 +9,12 @@
 //! With `REPLACE=STORED`, STORED pages are first loaded in one bulk commit
 //! (one segment) and each streamed page then replaces one of them (the
 //! same key, the next page's text), as a recrawl would: each commit
-//! deletes a document from the segment.
+//! deletes a document from the segment. With `KEYS=K` the streamed pages
+//! are stored under K keys in turn (page i replaces key i mod K): past the
+//! first K pages each commit replaces a pending document, as a crawler
+//! revisiting a page it stored lately would.
 //!
-//! Run: `[HOLD=1] [REPLACE=STORED] [N=20000] cargo run --release --example streaming_commits`
+//! Run: `[HOLD=1] [REPLACE=STORED | KEYS=K] [N=20000] cargo run --release --example streaming_commits`
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -25,6 +28,8 @@ fn main() {
     let n: u64 = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let hold = std::env::var_os("HOLD").is_some();
     let stored: u64 = std::env::var("REPLACE").ok().map_or(0, |v| v.parse().expect("REPLACE is a page count"));
+    let keys: Option<u64> = std::env::var("KEYS").ok().map(|v| v.parse().expect("KEYS is a key count"));
+    let keys = keys.or((stored > 0).then_some(stored));
     let corpus = Corpus::load(7);
     let signer = Signer::new(SignatureConfig::default()).expect("the default configuration");
     let sign = |i: u64| signer.sign_html(corpus.page(i).as_bytes());
@@ -49,8 +54,8 @@ fn main() {
         let held = hold.then_some(searcher);
         let queried = Instant::now();
         let document = Document::Signatures(signature);
-        if stored > 0 {
-            let key = (i as u64 % stored).to_string();
+        if let Some(keys) = keys {
+            let key = (i as u64 % keys).to_string();
             writer.replace(&key, document, Metadata::default()).expect("a replacement");
         } else {
             writer.insert(&i.to_string(), document, Metadata::default()).expect("an insert");

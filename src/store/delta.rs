@@ -259,11 +259,20 @@ impl DeltaFingerprints {
 /// counter carries), so a document is copied a logarithmic number of times
 /// over its life in the delta, and there are a logarithmic number of runs
 /// to look an id up in.
+///
+/// A document removed from a run that another snapshot shares is not
+/// copied out of it: its id goes in `removed` (a bitmap, cheap to copy),
+/// and the run's documents are looked up and listed past it; merging runs
+/// drops the removed ones for good. Copying the run instead made a commit
+/// that replaces a pending document while a searcher holds the state cost
+/// the whole run (ARCHITECTURE.md, the paragraph on `State`).
 #[derive(Debug, Default, Clone)]
 pub(super) struct PendingDocs {
     runs: Vec<Arc<BTreeMap<u64, Arc<DeltaDoc>>>>,
     /// Each run's last id, for the search of an id's run.
     lasts: Vec<u64>,
+    /// Ids still in a run but no longer pending.
+    removed: roaring::RoaringTreemap,
     len: usize,
 }
 
@@ -284,7 +293,8 @@ impl PendingDocs {
 
     /// The pending document `id`.
     pub(super) fn get(&self, id: &u64) -> Option<&Arc<DeltaDoc>> {
-        self.runs.get(self.run_of(*id))?.get(id)
+        let doc = self.runs.get(self.run_of(*id))?.get(id)?;
+        (self.removed.is_empty() || !self.removed.contains(*id)).then_some(doc)
     }
 
     pub(super) fn contains_key(&self, id: &u64) -> bool {
@@ -293,7 +303,8 @@ impl PendingDocs {
 
     /// Every pending document, ascending by id.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&u64, &Arc<DeltaDoc>)> {
-        self.runs.iter().flat_map(|run| run.iter())
+        let removed = (!self.removed.is_empty()).then_some(&self.removed);
+        self.runs.iter().flat_map(|run| run.iter()).filter(move |(&id, _)| removed.is_none_or(|r| !r.contains(id)))
     }
 
     /// Every pending id, ascending.
@@ -306,14 +317,19 @@ impl PendingDocs {
         self.iter().map(|(_, doc)| doc)
     }
 
-    /// Takes `id` out (its run copied first if another snapshot shares it).
+    /// Takes `id` out: out of its run if no other snapshot shares it, else
+    /// into `removed`.
     pub(super) fn remove(&mut self, id: &u64) -> Option<Arc<DeltaDoc>> {
         let at = self.run_of(*id);
         let run = self.runs.get_mut(at)?;
-        if !run.contains_key(id) {
+        if !run.contains_key(id) || self.removed.contains(*id) {
             return None;
         }
-        let run = Arc::make_mut(run);
+        let Some(run) = Arc::get_mut(run) else {
+            self.removed.insert(*id);
+            self.len -= 1;
+            return run.get(id).cloned();
+        };
         let removed = run.remove(id);
         match run.last_key_value() {
             Some((&last, _)) => self.lasts[at] = last,
@@ -348,14 +364,26 @@ impl PendingDocs {
                 break;
             }
             // The two runs' documents into one map (moved where no other
-            // snapshot shares a run, else copied: an `Arc` each), whose
-            // last id is the newest run's.
+            // snapshot shares a run, else copied: an `Arc` each).
             let (newest, before) = (self.runs.pop().unwrap_or_default(), self.runs.pop().unwrap_or_default());
             let mut merged = Arc::unwrap_or_clone(before);
             merged.append(&mut Arc::unwrap_or_clone(newest));
-            self.runs.push(Arc::new(merged));
-            self.lasts.remove(self.lasts.len() - 2);
+            // The removed documents the two runs held go for good.
+            if !self.removed.is_empty() {
+                merged.retain(|&id, _| !self.removed.remove(id));
+            }
+            self.lasts.truncate(self.lasts.len() - 2);
+            if let Some((&last, _)) = merged.last_key_value() {
+                self.runs.push(Arc::new(merged));
+                self.lasts.push(last);
+            }
         }
+    }
+
+    /// How many documents the runs hold, removed ones included (for tests).
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.runs.iter().map(|run| run.len()).sum()
     }
 
     /// How many runs hold the documents (for tests).
@@ -398,7 +426,12 @@ docs_by_id!(PendingDocs, BTreeMap<u64, Arc<DeltaDoc>>);
 impl From<BTreeMap<u64, Arc<DeltaDoc>>> for PendingDocs {
     fn from(docs: BTreeMap<u64, Arc<DeltaDoc>>) -> PendingDocs {
         match docs.last_key_value() {
-            Some((&last, _)) => PendingDocs { len: docs.len(), runs: vec![Arc::new(docs)], lasts: vec![last] },
+            Some((&last, _)) => PendingDocs {
+                len: docs.len(),
+                runs: vec![Arc::new(docs)],
+                lasts: vec![last],
+                removed: roaring::RoaringTreemap::new(),
+            },
             None => PendingDocs::default(),
         }
     }
@@ -462,7 +495,8 @@ mod tests {
                     prop_assert_eq!(pending.get(&id).map(Arc::as_ptr), model.get(&id).map(Arc::as_ptr));
                     prop_assert_eq!(pending.contains_key(&id), model.contains_key(&id));
                 }
-                prop_assert!(pending.runs() <= (usize::BITS - model.len().leading_zeros()) as usize + 2, "{} runs for {}", pending.runs(), model.len());
+                let held = pending.held();
+                prop_assert!(pending.runs() <= (usize::BITS - held.leading_zeros()) as usize + 2, "{} runs for {}", pending.runs(), held);
             }
             for (copy, then) in copies {
                 prop_assert!(copy.iter().map(|(&id, d)| (id, Arc::as_ptr(d))).eq(then.iter().map(|(&id, d)| (id, Arc::as_ptr(d)))));
