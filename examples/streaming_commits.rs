@@ -1,7 +1,8 @@
 //! A crawler's loop over an index: for each generated page, a fresh
 //! searcher and an exact query at τ = 0.8, an insert, a durable commit.
 //! Prints the time per page of each part over each 5,000 pages, so that a
-//! cost growing with the pending documents shows. With `HOLD=1` the
+//! cost growing with the pending documents shows, with the pending count
+//! and the process's resident memory (Linux). With `HOLD=1` the
 //! searcher is kept across the commit (as a reader thread would hold one),
 //! which before the delta's shared runs made every commit copy every
 //! pending document (ARCHITECTURE.md, the paragraph on `State`).
@@ -75,10 +76,19 @@ fn main() {
             println!(
                 "pages to {}: a page's searcher {open:.1} us, query {query:.1} us, insert {insert:.1} us, \
                  commit {commit:.1} us \
-                 ({found} matches so far)",
-                i + 1
+                 ({found} matches so far; {} pending; resident {} MiB)",
+                i + 1,
+                index.stats().expect("the index's figures").pending,
+                resident_mib()
             );
             window = [0.0; 4];
         }
     }
+}
+
+/// The process's resident memory (Linux; 0 elsewhere).
+fn resident_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("");
+    line.split_whitespace().nth(1).and_then(|kib| kib.parse::<u64>().ok()).unwrap_or(0) / 1024
 }

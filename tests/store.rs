@@ -1062,3 +1062,65 @@ fn a_bulk_writer_commits_its_documents_to_a_segment_of_their_own() {
     reopened.verify().unwrap();
     check(&reopened.searcher().unwrap(), &model, &signer).unwrap();
 }
+
+/// A crawler replacing pages that are still pending, commit after commit:
+/// their number stays the same, so no flush comes. The delta's shared
+/// inverted index lists every document removed since it began (a searcher
+/// of an older state may hold them), so a commit replaces it once it lists
+/// more than twice the pending documents and 1,024 more; exact and LSH
+/// queries, of new searchers and of one held from before, stay exact
+/// across the two replacements these rounds make.
+#[test]
+fn replacing_pending_documents_commit_after_commit_keeps_queries_exact() {
+    const KEYS: u64 = 30;
+    let dir = tempfile::tempdir().unwrap();
+    let signer = Signer::new(SignatureConfig::default()).unwrap();
+    let index = Index::create(dir.path(), SignatureConfig::default()).unwrap();
+    let tau = Threshold::new(0.8).unwrap();
+    let mut model: BTreeMap<u64, String> = BTreeMap::new();
+    // Each page's versions differ in two words: many near-duplicates.
+    let version = |round: u64| format!("{ARTICLE} This is version {} of page {}.", round / KEYS, round % KEYS);
+    let queries: Vec<DocumentSignature> = [0, 7, 1_111, 2_299].iter().map(|&r| signer.sign_text(&version(r))).collect();
+    // The answers a searcher must give, from the model by brute force.
+    let expected = |searcher: &Searcher, model: &BTreeMap<u64, String>| -> Vec<Vec<oracle::Match>> {
+        let live: BTreeMap<u64, neardex::SignatureVector> = model
+            .iter()
+            .map(|(k, text)| {
+                let doc = searcher.get(&format!("k{k}")).unwrap().expect("a live key");
+                assert_eq!(doc.vector, signer.sign_text(text).vector, "k{k} holds its latest version");
+                (doc.id, doc.vector)
+            })
+            .collect();
+        queries
+            .iter()
+            .map(|q| oracle::query(live.iter().map(|(&id, v)| (id, v)), &q.vector, signer.config().similarity, tau))
+            .collect()
+    };
+    let answers = |searcher: &Searcher| -> Vec<Vec<oracle::Match>> {
+        queries.iter().map(|q| searcher.query(&q.vector, tau).unwrap()).collect()
+    };
+    let mut held: Option<(Searcher, Vec<Vec<oracle::Match>>)> = None;
+    for round in 0..2_300u64 {
+        let mut w = index.writer().unwrap();
+        w.replace(&format!("k{}", round % KEYS), Document::Text(&version(round)), Metadata::default()).unwrap();
+        w.commit().unwrap();
+        model.insert(round % KEYS, version(round));
+        if round % 100 == 99 {
+            let searcher = index.searcher().unwrap();
+            let want = expected(&searcher, &model);
+            assert_eq!(answers(&searcher), want, "round {round}");
+            assert!(want.iter().all(|m| !m.is_empty()), "every query meets near-duplicates");
+            for (q, exact) in queries.iter().zip(&want) {
+                let lsh = searcher.query_lsh(q, tau).unwrap();
+                assert!(lsh.iter().all(|m| exact.contains(m)), "round {round}: LSH finds exact matches only");
+            }
+            if round == 999 {
+                held = Some((searcher, want));
+            }
+        }
+    }
+    let (searcher, then) = held.expect("a searcher held from round 999");
+    assert_eq!(answers(&searcher), then, "a searcher keeps its snapshot's answers");
+    let stats = index.stats().unwrap();
+    assert_eq!((stats.documents, stats.pending, stats.segments), (KEYS, KEYS, 0), "no flush came");
+}

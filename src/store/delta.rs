@@ -94,6 +94,12 @@ fn ids<'a>(value: &'a u64, many: &'a [Vec<u64>]) -> &'a [u64] {
     }
 }
 
+/// How many documents no longer pending a shared index may list beyond as
+/// many as are pending before a commit replaces it ([`DeltaIndex::outgrown`]):
+/// a new index costs listing every pending document, so it is made once
+/// at least as many have been listed since the last.
+pub(super) const OUTGROWN_SLACK: usize = 1_024;
+
 /// Signature hash → ids, and (band, band key) → ids, of pending documents,
 /// plus the committed documents not yet listed.
 #[derive(Debug, Default)]
@@ -143,6 +149,15 @@ impl DeltaIndex {
             ..DeltaIndex::default()
         };
         index.sharing(docs)
+    }
+
+    /// Whether the shared `index` lists more than twice `pending`
+    /// documents and [`OUTGROWN_SLACK`] more (listed or queued): documents
+    /// removed from the delta since it began, which it lists until a new
+    /// index replaces it.
+    pub(super) fn outgrown(index: &RwLock<DeltaIndex>, pending: usize) -> bool {
+        let index = index.read().unwrap_or_else(|p| p.into_inner());
+        index.lengths.len() + index.queue.len() > 2 * pending + OUTGROWN_SLACK
     }
 
     /// An index without band buckets, for exact queries only.
@@ -445,7 +460,7 @@ impl FromIterator<(u64, Arc<DeltaDoc>)> for PendingDocs {
 
 #[cfg(test)]
 mod tests {
-    use super::{DeltaDoc, DeltaIndex, PendingDocs, MANY};
+    use super::{DeltaDoc, DeltaIndex, PendingDocs, MANY, OUTGROWN_SLACK};
     use crate::hash::Fingerprint;
     use crate::vector::SignatureVector;
     use proptest::prelude::*;
@@ -458,6 +473,24 @@ mod tests {
             band_keys: bands.to_vec(),
             fingerprint: Fingerprint(0),
         })
+    }
+
+    /// A shared index is outgrown once it lists (or queues) more than
+    /// twice the pending documents and the slack: not while it lists only
+    /// them, whatever their number.
+    #[test]
+    fn an_index_is_outgrown_past_twice_the_pending_documents_and_the_slack() {
+        let docs: BTreeMap<u64, Arc<DeltaDoc>> = (0..3_000u64).map(|id| (id, doc(&[id % 7, id], &[id]))).collect();
+        let index = DeltaIndex::shared(docs.iter());
+        assert!(!DeltaIndex::outgrown(&index, docs.len()), "lists only the pending documents");
+        let listed = docs.len();
+        let at = (listed - OUTGROWN_SLACK) / 2;
+        assert!(!DeltaIndex::outgrown(&index, at), "{listed} listed, {at} pending");
+        assert!(DeltaIndex::outgrown(&index, at - 1), "{listed} listed, {} pending", at - 1);
+        // Listed or queued, the same count.
+        drop(super::read(&index));
+        assert!(!DeltaIndex::outgrown(&index, at));
+        assert!(DeltaIndex::outgrown(&index, at - 1));
     }
 
     proptest! {

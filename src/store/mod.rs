@@ -1541,7 +1541,7 @@ impl<'a> Writer<'a> {
             None
         };
         let bulk_segment = staged.is_some();
-        let pending = {
+        let (pending, relisted) = {
             let mut guard = index.inner.state.write().unwrap_or_else(|p| p.into_inner());
             let staged = staged.map(maintenance::StagedSegment::committing);
             txn.commit().map_err(redb_err("committing"))?;
@@ -1594,6 +1594,19 @@ impl<'a> Writer<'a> {
                 }
                 delta.extend(added);
             }
+            // Documents removed while pending stay listed in the shared
+            // index (an older snapshot may still hold them) until a flush
+            // starts another; with no flush coming (a crawler replacing
+            // pending pages, their number steady) it would grow without
+            // bound, so past twice the pending documents the new state gets
+            // an index of its own documents, listed below, after the lock.
+            let (delta_index, relisted) = if DeltaIndex::outgrown(&delta_index, delta.len()) {
+                *lock(&index.inner.delta_fingerprints) = None;
+                let fresh = DeltaIndex::shared(delta.iter());
+                (Arc::clone(&fresh), Some(fresh))
+            } else {
+                (delta_index, None)
+            };
             let (deleted, deleted_per_segment) = if self.newly_deleted.is_empty() {
                 (deleted, deleted_per_segment)
             } else {
@@ -1616,8 +1629,13 @@ impl<'a> Writer<'a> {
                 segment_masks,
                 pinned: None,
             });
-            pending
+            (pending, relisted)
         };
+        // The commit lists a fresh index's documents (the first query
+        // would otherwise).
+        if let Some(fresh) = relisted {
+            drop(delta::read(&fresh));
+        }
         // A new segment may fill a tier, and deletions may leave a segment
         // to rewrite: merges, as after a flush.
         let deleted_stored = !self.newly_deleted_per_segment.is_empty();
