@@ -505,6 +505,7 @@ fn check(searcher: &Searcher, model: &Model, signer: &Signer) -> Result<(), Test
         let q = signer.sign_text(&text(0)).vector;
         let got = searcher.query_exhaustive(&q, tau).unwrap();
         let expected = oracle::query(ids.iter().map(|(&id, v)| (id, v)), &q, signer.config().similarity, tau);
+        prop_assert_eq!(searcher.query(&q, tau).unwrap(), expected.clone(), "the pruned query");
         prop_assert_eq!(got, expected);
     }
     Ok(())
@@ -528,6 +529,10 @@ proptest! {
         // `exact_duplicate_of` must be the smallest id with its fingerprint.
         let mut committed_ids: BTreeMap<String, (u64, Fingerprint)> = BTreeMap::new();
         let mut writer_open = false;
+        // A searcher of the state before the last commit, with that state's
+        // model: held across the next commit (and flushes and merges), it
+        // must still answer as its snapshot did.
+        let mut held: Option<(Searcher, Model)> = None;
         // The writer borrows the index; keep the staged operations and replay
         // them into one writer at commit, as a user's batch would arrive.
         let mut batch: Vec<Op> = Vec::new();
@@ -615,6 +620,10 @@ proptest! {
                     committed = staged.clone();
                     writer_open = false;
                     check(&idx.searcher().unwrap(), &committed, &signer)?;
+                    if let Some((searcher, then)) = held.take() {
+                        check(&searcher, &then, &signer)?;
+                    }
+                    held = Some((idx.searcher().unwrap(), committed.clone()));
                 }
                 Op::Abort => {
                     batch.clear();
@@ -637,6 +646,9 @@ proptest! {
                 }
                 Op::Reopen => {
                     if !writer_open {
+                        if let Some((searcher, then)) = held.take() {
+                            check(&searcher, &then, &signer)?;
+                        }
                         drop(index.take());
                         index = Some(Index::open_with(dir.path(), options).unwrap());
                         check(&index.as_ref().unwrap().searcher().unwrap(), &committed, &signer)?;
@@ -646,6 +658,9 @@ proptest! {
         }
         let idx = index.as_ref().unwrap();
         idx.wait_for_maintenance();
+        if let Some((searcher, then)) = held.take() {
+            check(&searcher, &then, &signer)?;
+        }
         prop_assert_eq!(idx.maintenance_error(), None);
         idx.verify().unwrap();
         check(&idx.searcher().unwrap(), &committed, &signer)?;
