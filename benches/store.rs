@@ -132,14 +132,13 @@ fn produce(corpus: &Corpus, signer: &Signer, n: u64, mut consume: impl FnMut(u64
     })
 }
 
+/// The key page `i` is stored under.
+fn page_key(i: u64) -> String {
+    format!("https://news.example/{i}")
+}
+
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned())
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    common::proc_status_kib("VmRSS")
 }
 
 /// CPU seconds (user + system) this process has used so far, all threads.
@@ -167,13 +166,7 @@ fn thread_cpu_seconds() -> (f64, f64, f64) {
 
 /// The process's peak resident memory (VmHWM), in MiB.
 fn peak_rss_mib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-        / 1024
+    common::proc_status_kib("VmHWM") / 1024
 }
 
 /// utime + stime of a `/proc/…/stat` file, in seconds.
@@ -267,7 +260,7 @@ fn ingest(
         }
     };
     let blocked = produce(corpus, signer, n, |i, s| {
-        let key = format!("https://news.example/{i}");
+        let key = page_key(i);
         key_bytes += key.len() as u64;
         logical += s.vector.distinct() * 12;
         batch.push((key, s));
@@ -346,7 +339,7 @@ fn replace_unchanged(corpus: &Corpus, signer: &Signer, n: u64, index: &Index, ba
     let start = Instant::now();
     let mut bulk = index.bulk_writer().unwrap();
     produce(corpus, signer, n, |i, s| {
-        let key = format!("https://news.example/{i}");
+        let key = page_key(i);
         bulk.replace(&key, Document::Signatures(&s), Metadata::default()).unwrap();
     });
     let staged = start.elapsed().as_secs_f64();
@@ -395,7 +388,7 @@ fn ingest_if_new(corpus: &Corpus, signer: &Signer, n: u64, baseline: f64, batche
         writer.take().expect("a writer is open").commit().unwrap();
     };
     produce(corpus, signer, n, |i, s| {
-        held.push((format!("https://news.example/{i}"), s));
+        held.push((page_key(i), s));
         if held.len() == BATCH {
             insert(&mut held, &mut writer);
             writer = Some(index.writer().unwrap());

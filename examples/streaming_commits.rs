@@ -79,16 +79,9 @@ fn main() {
                  ({found} matches so far; {} pending; resident {} MiB)",
                 i + 1,
                 index.stats().expect("the index's figures").pending,
-                resident_mib()
+                common::proc_status_kib("VmRSS") / 1024
             );
             window = [0.0; 4];
         }
     }
-}
-
-/// The process's resident memory (Linux; 0 elsewhere).
-fn resident_mib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("");
-    line.split_whitespace().nth(1).and_then(|kib| kib.parse::<u64>().ok()).unwrap_or(0) / 1024
 }

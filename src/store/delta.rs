@@ -287,7 +287,7 @@ pub(super) struct PendingDocs {
     /// Each run's last id, for the search of an id's run.
     lasts: Vec<u64>,
     /// Ids still in a run but no longer pending.
-    removed: roaring::RoaringTreemap,
+    removed: super::DeletedIds,
     len: usize,
 }
 
@@ -445,7 +445,7 @@ impl From<BTreeMap<u64, Arc<DeltaDoc>>> for PendingDocs {
                 len: docs.len(),
                 runs: vec![Arc::new(docs)],
                 lasts: vec![last],
-                removed: roaring::RoaringTreemap::new(),
+                removed: super::DeletedIds::new(),
             },
             None => PendingDocs::default(),
         }

@@ -254,8 +254,9 @@ struct LoadedSegment {
     segment: Segment<SegmentBytes>,
 }
 
-/// A set of deleted documents' ids: [`State`]'s segment documents, and a
-/// writer's own deletions until its commit.
+/// A set of deleted documents' ids: [`State`]'s segment documents, a
+/// writer's own deletions until its commit, and the pending documents
+/// removed from runs another snapshot shares (`delta::PendingDocs`).
 type DeletedIds = roaring::RoaringTreemap;
 
 /// The published, immutable state a searcher snapshots.

@@ -7,6 +7,15 @@ pub mod webcorpus;
 use std::io::Read;
 use std::path::PathBuf;
 
+/// A field of this process's `/proc/self/status` in KiB (`VmRSS`, the
+/// resident memory; `VmHWM`, its peak so far); 0 where there is none
+/// (not Linux).
+pub fn proc_status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')));
+    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0)
+}
+
 /// `../shared/data` beside the repository. Under CI (CI=true) its absence
 /// fails the test; elsewhere the test is skipped with a message.
 pub fn shared_data() -> Option<PathBuf> {

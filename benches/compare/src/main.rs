@@ -466,13 +466,7 @@ fn self_join(searcher: &neardex::store::Searcher, tau: Threshold, emit: impl FnM
 
 /// Peak resident memory of this process so far (VmHWM), bytes.
 pub fn peak_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-        * 1024
+    common::proc_status_kib("VmHWM") * 1024
 }
 
 /// Resets this process's VmHWM to its resident memory now (`5` to
